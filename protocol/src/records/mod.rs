@@ -1,0 +1,1 @@
+//! RecordBatch v2: zero-copy view, builder, compression.
