@@ -1,0 +1,218 @@
+//! [`Wire`] implementations for the protocol's primitive types.
+
+use super::{Ctx, DecodeError, Reader, Wire, Writer};
+use bytes::Bytes;
+
+macro_rules! fixed_int {
+    ($($t:ty => $w:ident),*) => {$(
+        impl Wire for $t {
+            fn read(r: &mut Reader, _: Ctx) -> Result<Self, DecodeError> {
+                Ok(<$t>::from_be_bytes(r.array(stringify!($t))?))
+            }
+            fn write(&self, w: &mut Writer, _: Ctx) {
+                w.$w(*self);
+            }
+        }
+    )*};
+}
+fixed_int!(i8 => i8, i16 => i16, i32 => i32, i64 => i64);
+
+impl Wire for u16 {
+    fn read(r: &mut Reader, _: Ctx) -> Result<Self, DecodeError> {
+        Ok(u16::from_be_bytes(r.array("u16")?))
+    }
+    fn write(&self, w: &mut Writer, _: Ctx) {
+        w.put_slice(&self.to_be_bytes());
+    }
+}
+
+impl Wire for u32 {
+    fn read(r: &mut Reader, _: Ctx) -> Result<Self, DecodeError> {
+        Ok(u32::from_be_bytes(r.array("u32")?))
+    }
+    fn write(&self, w: &mut Writer, _: Ctx) {
+        w.put_slice(&self.to_be_bytes());
+    }
+}
+
+impl Wire for f64 {
+    fn read(r: &mut Reader, _: Ctx) -> Result<Self, DecodeError> {
+        Ok(f64::from_be_bytes(r.array("f64")?))
+    }
+    fn write(&self, w: &mut Writer, _: Ctx) {
+        w.put_slice(&self.to_be_bytes());
+    }
+}
+
+impl Wire for bool {
+    fn read(r: &mut Reader, _: Ctx) -> Result<Self, DecodeError> {
+        let [b] = r.array::<1>("bool")?;
+        Ok(b != 0)
+    }
+    fn write(&self, w: &mut Writer, _: Ctx) {
+        w.i8(i8::from(*self));
+    }
+}
+
+/// A 128-bit UUID as Kafka encodes it (topic ids): 16 bytes, big-endian halves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Uuid(pub [u8; 16]);
+
+impl Uuid {
+    /// The all-zero id, which Kafka uses for "no topic id".
+    pub const ZERO: Uuid = Uuid([0; 16]);
+
+    /// True for the all-zero id.
+    pub fn is_zero(&self) -> bool {
+        self.0 == [0; 16]
+    }
+}
+
+impl std::fmt::Display for Uuid {
+    /// Kafka prints topic ids as URL-safe base64 without padding.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut bits: u32 = 0;
+        let mut nbits = 0;
+        let mut out = String::with_capacity(22);
+        for &b in &self.0 {
+            bits = (bits << 8) | u32::from(b);
+            nbits += 8;
+            while nbits >= 6 {
+                nbits -= 6;
+                out.push(ALPHABET[((bits >> nbits) & 63) as usize] as char);
+            }
+        }
+        if nbits > 0 {
+            out.push(ALPHABET[((bits << (6 - nbits)) & 63) as usize] as char);
+        }
+        f.write_str(&out)
+    }
+}
+
+impl Wire for Uuid {
+    fn read(r: &mut Reader, _: Ctx) -> Result<Self, DecodeError> {
+        Ok(Uuid(r.array("uuid")?))
+    }
+    fn write(&self, w: &mut Writer, _: Ctx) {
+        w.put_slice(&self.0);
+    }
+}
+
+fn read_str(r: &mut Reader, ctx: Ctx) -> Result<Option<String>, DecodeError> {
+    match r.length(ctx, true, 1, "string")? {
+        None => Ok(None),
+        Some(n) => {
+            let b = r.take(n, "string")?;
+            String::from_utf8(b.to_vec())
+                .map(Some)
+                .map_err(|_| DecodeError::InvalidUtf8)
+        }
+    }
+}
+
+fn write_str(w: &mut Writer, ctx: Ctx, s: Option<&str>) {
+    w.length(ctx.flexible, true, s.map(str::len));
+    if let Some(s) = s {
+        w.put_slice(s.as_bytes());
+    }
+}
+
+impl Wire for String {
+    fn read(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError> {
+        read_str(r, ctx)?.ok_or(DecodeError::InvalidLength {
+            what: "non-nullable string",
+            length: -1,
+            remaining: r.remaining(),
+        })
+    }
+    fn write(&self, w: &mut Writer, ctx: Ctx) {
+        write_str(w, ctx, Some(self));
+    }
+}
+
+impl Wire for Option<String> {
+    fn read(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError> {
+        read_str(r, ctx)
+    }
+    fn write(&self, w: &mut Writer, ctx: Ctx) {
+        write_str(w, ctx, self.as_deref());
+    }
+}
+
+fn read_bytes(r: &mut Reader, ctx: Ctx) -> Result<Option<Bytes>, DecodeError> {
+    match r.length(ctx, false, 1, "bytes")? {
+        None => Ok(None),
+        Some(n) => r.take(n, "bytes").map(Some),
+    }
+}
+
+impl Wire for Bytes {
+    fn read(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError> {
+        read_bytes(r, ctx)?.ok_or(DecodeError::InvalidLength {
+            what: "non-nullable bytes",
+            length: -1,
+            remaining: r.remaining(),
+        })
+    }
+    fn write(&self, w: &mut Writer, ctx: Ctx) {
+        w.length(ctx.flexible, false, Some(self.len()));
+        w.put_bytes(self);
+    }
+}
+
+impl Wire for Option<Bytes> {
+    fn read(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError> {
+        read_bytes(r, ctx)
+    }
+    fn write(&self, w: &mut Writer, ctx: Ctx) {
+        w.length(ctx.flexible, false, self.as_ref().map(Bytes::len));
+        if let Some(b) = self {
+            w.put_bytes(b);
+        }
+    }
+}
+
+fn read_array<T: Wire>(r: &mut Reader, ctx: Ctx) -> Result<Option<Vec<T>>, DecodeError> {
+    match r.length(ctx, false, 1, "array")? {
+        None => Ok(None),
+        Some(n) => {
+            // `length` proved n <= remaining bytes, so this reservation is bounded by
+            // the frame the client actually sent.
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                v.push(T::read(r, ctx)?);
+            }
+            Ok(Some(v))
+        }
+    }
+}
+
+impl<T: Wire> Wire for Vec<T> {
+    fn read(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError> {
+        read_array(r, ctx)?.ok_or(DecodeError::InvalidLength {
+            what: "non-nullable array",
+            length: -1,
+            remaining: r.remaining(),
+        })
+    }
+    fn write(&self, w: &mut Writer, ctx: Ctx) {
+        w.length(ctx.flexible, false, Some(self.len()));
+        for item in self {
+            item.write(w, ctx);
+        }
+    }
+}
+
+impl<T: Wire> Wire for Option<Vec<T>> {
+    fn read(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError> {
+        read_array(r, ctx)
+    }
+    fn write(&self, w: &mut Writer, ctx: Ctx) {
+        w.length(ctx.flexible, false, self.as_ref().map(Vec::len));
+        for item in self.iter().flatten() {
+            item.write(w, ctx);
+        }
+    }
+}
