@@ -1,0 +1,243 @@
+//! Building v2 batches: used by tests, by the broker for its own writes (control markers,
+//! internal topics) and later by the client's producer.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::batch::{RecordBatchMut, TimestampType, BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2};
+use super::compression::{compress, Compression, SnappyFormat};
+use super::error::RecordsError;
+use super::record::RecordHeader;
+use super::varint::{put_varint, put_varlong};
+use super::{NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
+
+/// A record to append to a [`RecordBatchBuilder`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NewRecord {
+    /// Create time in milliseconds since the epoch.
+    pub timestamp: i64,
+    /// Key; `None` is a null key.
+    pub key: Option<Bytes>,
+    /// Value; `None` is a null value (tombstone).
+    pub value: Option<Bytes>,
+    /// Headers in order.
+    pub headers: Vec<RecordHeader>,
+}
+
+impl NewRecord {
+    /// A record with the given timestamp, key and value and no headers.
+    pub fn new(timestamp: i64, key: Option<Bytes>, value: Option<Bytes>) -> Self {
+        NewRecord {
+            timestamp,
+            key,
+            value,
+            headers: Vec::new(),
+        }
+    }
+
+    /// Adds a header; keys should be UTF-8.
+    pub fn with_header(mut self, key: impl Into<Bytes>, value: Option<Bytes>) -> Self {
+        self.headers.push(RecordHeader {
+            key: key.into(),
+            value,
+        });
+        self
+    }
+}
+
+/// Builds one valid v2 batch: records are encoded as they are appended, and compression
+/// and the CRC are applied once by [`RecordBatchBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct RecordBatchBuilder {
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    transactional: bool,
+    control: bool,
+    compression: Compression,
+    snappy_format: SnappyFormat,
+    log_append_time: Option<i64>,
+    base_timestamp: Option<i64>,
+    max_timestamp: i64,
+    count: i32,
+    records: Vec<u8>,
+}
+
+impl RecordBatchBuilder {
+    /// A builder for a non-idempotent, uncompressed batch starting at `base_offset`.
+    /// Producers use base offset 0; the leader assigns the real one on append.
+    pub fn new(base_offset: i64) -> Self {
+        RecordBatchBuilder {
+            base_offset,
+            partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+            producer_id: NO_PRODUCER_ID,
+            producer_epoch: NO_PRODUCER_EPOCH,
+            base_sequence: NO_SEQUENCE,
+            transactional: false,
+            control: false,
+            compression: Compression::None,
+            snappy_format: SnappyFormat::default(),
+            log_append_time: None,
+            base_timestamp: None,
+            max_timestamp: super::NO_TIMESTAMP,
+            count: 0,
+            records: Vec::new(),
+        }
+    }
+
+    /// Sets the idempotent producer identity and the sequence of the first record.
+    pub fn producer(mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> Self {
+        self.producer_id = producer_id;
+        self.producer_epoch = producer_epoch;
+        self.base_sequence = base_sequence;
+        self
+    }
+
+    /// Marks the batch as part of a transaction.
+    pub fn transactional(mut self, transactional: bool) -> Self {
+        self.transactional = transactional;
+        self
+    }
+
+    /// Marks the batch as a control batch (transaction markers); see
+    /// [`super::build_end_txn_marker_batch`].
+    pub fn control(mut self, control: bool) -> Self {
+        self.control = control;
+        self
+    }
+
+    /// Chooses the codec applied at [`RecordBatchBuilder::build`].
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Chooses the snappy framing written (xerial by default, as the Java client does).
+    pub fn snappy_format(mut self, format: SnappyFormat) -> Self {
+        self.snappy_format = format;
+        self
+    }
+
+    /// Stamps the partition leader epoch.
+    pub fn partition_leader_epoch(mut self, epoch: i32) -> Self {
+        self.partition_leader_epoch = epoch;
+        self
+    }
+
+    /// Builds a `LogAppendTime` batch whose max timestamp is `append_time_ms`.
+    pub fn log_append_time(mut self, append_time_ms: i64) -> Self {
+        self.log_append_time = Some(append_time_ms);
+        self
+    }
+
+    /// Records appended so far.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether no record was appended yet.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Upper bound of the batch size if built uncompressed, for size-based batching.
+    pub fn uncompressed_size_in_bytes(&self) -> usize {
+        BATCH_HEADER_SIZE + self.records.len()
+    }
+
+    /// Appends a record at the next offset and returns that offset.
+    pub fn append(&mut self, record: &NewRecord) -> Result<i64, RecordsError> {
+        let offset_delta = self.count;
+        let next_count = self
+            .count
+            .checked_add(1)
+            .ok_or(RecordsError::BatchTooLarge)?;
+        let base_timestamp = *self.base_timestamp.get_or_insert(record.timestamp);
+        let timestamp_delta = record
+            .timestamp
+            .checked_sub(base_timestamp)
+            .ok_or(RecordsError::BatchTooLarge)?;
+        let mut body = Vec::with_capacity(16 + len_of(&record.key) + len_of(&record.value));
+        body.push(0); // record attributes
+        put_varlong(&mut body, timestamp_delta);
+        put_varint(&mut body, offset_delta);
+        put_nullable(&mut body, record.key.as_deref())?;
+        put_nullable(&mut body, record.value.as_deref())?;
+        put_varint(&mut body, to_i32(record.headers.len())?);
+        for header in &record.headers {
+            put_nullable(&mut body, Some(&header.key))?;
+            put_nullable(&mut body, header.value.as_deref())?;
+        }
+        put_varint(&mut self.records, to_i32(body.len())?);
+        self.records.extend_from_slice(&body);
+        self.max_timestamp = if self.count == 0 {
+            record.timestamp
+        } else {
+            self.max_timestamp.max(record.timestamp)
+        };
+        self.count = next_count;
+        Ok(self.base_offset + i64::from(offset_delta))
+    }
+
+    /// Encodes the batch: compresses the records, writes the header and the CRC.
+    pub fn build(self) -> Result<Bytes, RecordsError> {
+        if self.count == 0 {
+            return Err(RecordsError::EmptyBatch);
+        }
+        let payload = compress(self.compression, &self.records, self.snappy_format)?;
+        let size = BATCH_HEADER_SIZE + payload.len();
+        let batch_length = to_i32(size - LOG_OVERHEAD)?;
+        let mut attributes = self.compression.id();
+        if self.transactional {
+            attributes |= 1 << 4;
+        }
+        if self.control {
+            attributes |= 1 << 5;
+        }
+        let (timestamp_type, max_timestamp) = match self.log_append_time {
+            Some(ts) => (TimestampType::LogAppendTime, ts),
+            None => (TimestampType::CreateTime, self.max_timestamp),
+        };
+        let mut buf = BytesMut::with_capacity(size);
+        buf.put_i64(self.base_offset);
+        buf.put_i32(batch_length);
+        buf.put_i32(self.partition_leader_epoch);
+        buf.put_i8(MAGIC_V2);
+        buf.put_u32(0); // CRC, filled below
+        buf.put_i16(attributes);
+        buf.put_i32(self.count - 1);
+        buf.put_i64(self.base_timestamp.unwrap_or(super::NO_TIMESTAMP));
+        buf.put_i64(self.max_timestamp);
+        buf.put_i64(self.producer_id);
+        buf.put_i16(self.producer_epoch);
+        buf.put_i32(self.base_sequence);
+        buf.put_i32(self.count);
+        buf.put_slice(&payload);
+        debug_assert_eq!(buf.len(), size);
+        let mut batch = RecordBatchMut::new(&mut buf)?;
+        // Sets the timestamp type bit when needed and always computes the CRC.
+        batch.set_max_timestamp(timestamp_type, max_timestamp);
+        batch.recompute_crc();
+        Ok(buf.freeze())
+    }
+}
+
+fn len_of(field: &Option<Bytes>) -> usize {
+    field.as_ref().map_or(0, Bytes::len)
+}
+
+fn to_i32(len: usize) -> Result<i32, RecordsError> {
+    i32::try_from(len).map_err(|_| RecordsError::BatchTooLarge)
+}
+
+fn put_nullable(out: &mut Vec<u8>, field: Option<&[u8]>) -> Result<(), RecordsError> {
+    match field {
+        None => put_varint(out, -1),
+        Some(bytes) => {
+            put_varint(out, to_i32(bytes.len())?);
+            out.extend_from_slice(bytes);
+        }
+    }
+    Ok(())
+}
