@@ -92,6 +92,130 @@ fn check_header(buf: &[u8]) -> Result<usize, RecordsError> {
     Ok(size)
 }
 
+/// The fixed-size header of a v2 batch, decoded from its first [`BATCH_HEADER_SIZE`]
+/// bytes alone.
+///
+/// Storage scans segment files by reading only headers (one small `pread` per batch) to
+/// find batch boundaries, offsets and timestamps without loading records; this type is
+/// that scan's unit. Magic and batch length are checked; the CRC cannot be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordBatchHeader {
+    /// Offset of the first record.
+    pub base_offset: i64,
+    /// Bytes after the batchLength field.
+    pub batch_length: i32,
+    /// Epoch of the leader that appended the batch.
+    pub partition_leader_epoch: i32,
+    /// Stored CRC-32C.
+    pub crc: u32,
+    /// Raw attributes.
+    pub attributes: i16,
+    /// Offset delta of the last record.
+    pub last_offset_delta: i32,
+    /// Timestamp record deltas are relative to.
+    pub base_timestamp: i64,
+    /// Largest timestamp (or append time for LogAppendTime).
+    pub max_timestamp: i64,
+    /// Producer id or -1.
+    pub producer_id: i64,
+    /// Producer epoch or -1.
+    pub producer_epoch: i16,
+    /// First sequence or -1.
+    pub base_sequence: i32,
+    /// Declared number of records.
+    pub records_count: i32,
+}
+
+impl RecordBatchHeader {
+    /// Decodes the header at the start of `buf`, which needs at least
+    /// [`BATCH_HEADER_SIZE`] bytes; the rest of the batch need not be present.
+    pub fn parse(buf: &[u8]) -> Result<Self, RecordsError> {
+        if buf.len() < BATCH_HEADER_SIZE {
+            return Err(RecordsError::Truncated {
+                needed: BATCH_HEADER_SIZE,
+                available: buf.len(),
+            });
+        }
+        let magic = buf[MAGIC_OFFSET] as i8;
+        if magic != MAGIC_V2 {
+            return Err(RecordsError::InvalidMagic(magic));
+        }
+        let batch_length = get_i32(buf, LENGTH_OFFSET);
+        if batch_length < (BATCH_HEADER_SIZE - LOG_OVERHEAD) as i32 {
+            return Err(RecordsError::InvalidBatchLength(batch_length));
+        }
+        Ok(RecordBatchHeader {
+            base_offset: get_i64(buf, BASE_OFFSET_OFFSET),
+            batch_length,
+            partition_leader_epoch: get_i32(buf, PARTITION_LEADER_EPOCH_OFFSET),
+            crc: u32::from_be_bytes(read_array(buf, CRC_OFFSET)),
+            attributes: get_i16(buf, ATTRIBUTES_OFFSET),
+            last_offset_delta: get_i32(buf, LAST_OFFSET_DELTA_OFFSET),
+            base_timestamp: get_i64(buf, BASE_TIMESTAMP_OFFSET),
+            max_timestamp: get_i64(buf, MAX_TIMESTAMP_OFFSET),
+            producer_id: get_i64(buf, PRODUCER_ID_OFFSET),
+            producer_epoch: get_i16(buf, PRODUCER_EPOCH_OFFSET),
+            base_sequence: get_i32(buf, BASE_SEQUENCE_OFFSET),
+            records_count: get_i32(buf, RECORDS_COUNT_OFFSET),
+        })
+    }
+
+    /// Total size of the batch in bytes.
+    pub fn size_in_bytes(&self) -> usize {
+        self.batch_length as usize + LOG_OVERHEAD
+    }
+
+    /// Offset of the last record.
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset
+            .wrapping_add(i64::from(self.last_offset_delta))
+    }
+
+    /// Offset the next batch should start at.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset().wrapping_add(1)
+    }
+
+    /// Meaning of the timestamps.
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes & TIMESTAMP_TYPE_BIT != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+
+    /// Whether the batch is a control batch.
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_BIT != 0
+    }
+
+    /// Whether the batch is transactional.
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_BIT != 0
+    }
+}
+
+impl RecordBatch {
+    /// The decoded fixed header.
+    pub fn header(&self) -> RecordBatchHeader {
+        RecordBatchHeader {
+            base_offset: self.base_offset(),
+            batch_length: self.batch_length(),
+            partition_leader_epoch: self.partition_leader_epoch(),
+            crc: self.crc(),
+            attributes: self.attributes(),
+            last_offset_delta: self.last_offset_delta(),
+            base_timestamp: self.base_timestamp(),
+            max_timestamp: self.max_timestamp(),
+            producer_id: self.producer_id(),
+            producer_epoch: self.producer_epoch(),
+            base_sequence: self.base_sequence(),
+            records_count: self.records_count(),
+        }
+    }
+}
+
 /// A cheap, immutable view over exactly one v2 record batch.
 ///
 /// Cloning shares the underlying buffer. [`RecordBatch::parse`] guarantees the header is

@@ -84,6 +84,11 @@ fn round_trip_every_codec() {
         assert_eq!(batch.timestamp_type(), TimestampType::CreateTime);
         assert!(!batch.is_transactional() && !batch.is_control() && !batch.has_delete_horizon());
         assert_records_match(&batch, &records);
+        let header = RecordBatchHeader::parse(&bytes[..BATCH_HEADER_SIZE]).unwrap();
+        assert_eq!(header, batch.header());
+        assert_eq!(header.size_in_bytes(), bytes.len());
+        assert_eq!((header.last_offset(), header.next_offset()), (149, 150));
+        assert!(RecordBatchHeader::parse(&bytes[..BATCH_HEADER_SIZE - 1]).is_err());
     }
 }
 
