@@ -1,1 +1,25 @@
-//! Strata broker.
+//! The Strata broker: configuration, the network server, one handler per Kafka API,
+//! and the partition state that sits on top of the storage crate.
+//!
+//! The binary (`src/bin/strata.rs`) only parses arguments and calls [`start`]; tests
+//! start brokers in-process the same way.
+
+mod background;
+pub mod broker;
+pub mod config;
+mod connection;
+pub mod errors;
+pub mod handlers;
+pub mod replica;
+pub mod server;
+pub mod topics;
+
+pub use broker::Broker;
+pub use config::BrokerConfig;
+pub use server::RunningServer;
+
+/// Opens the data directory and starts serving `config`'s listeners.
+pub async fn start(config: BrokerConfig) -> anyhow::Result<RunningServer> {
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
+    Ok(server::start(broker).await?)
+}

@@ -1,0 +1,388 @@
+//! Broker configuration: Kafka's `server.properties` keys, parsed once into a typed
+//! struct. Unknown keys are warned about; an invalid value stops start-up with an error
+//! that names the key and the value.
+
+mod properties;
+pub mod topic;
+
+pub use properties::parse_properties;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A key had a value of the wrong form or outside its range.
+    #[error("invalid value {value:?} for configuration key {key}: {reason}")]
+    InvalidValue {
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The properties file could not be read.
+    #[error("cannot read configuration file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A line of the properties file or an override was not `key=value`.
+    #[error("malformed configuration entry {0:?}: expected key=value")]
+    Malformed(String),
+}
+
+/// One listener, as in `listeners=PLAINTEXT://host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// The listener name (`PLAINTEXT`).
+    pub name: String,
+    /// The host to bind; empty means every interface.
+    pub host: String,
+    /// The port; 0 asks the OS for a free one.
+    pub port: u16,
+}
+
+impl Listener {
+    /// The socket address to bind.
+    pub fn bind_addr(&self) -> Result<SocketAddr, ConfigError> {
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            self.host.as_str()
+        };
+        let text = if host.contains(':') {
+            format!("[{host}]:{}", self.port)
+        } else {
+            format!("{host}:{}", self.port)
+        };
+        text.parse().map_err(|_| ConfigError::InvalidValue {
+            key: "listeners".into(),
+            value: text.clone(),
+            reason: "host must be an IP address".into(),
+        })
+    }
+}
+
+/// The broker's typed configuration. Field names carry Kafka's key in their doc comment.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// `node.id` (or `broker.id`).
+    pub node_id: i32,
+    /// `listeners`.
+    pub listeners: Vec<Listener>,
+    /// `advertised.listeners`; defaults to `listeners`.
+    pub advertised_listeners: Vec<Listener>,
+    /// `log.dirs` (or `log.dir`); Strata uses the first directory.
+    pub log_dirs: Vec<PathBuf>,
+    /// `num.partitions`: partitions of an auto-created topic or of CreateTopics with -1.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics_enable: bool,
+    /// `delete.topic.enable`.
+    pub delete_topic_enable: bool,
+    /// `message.max.bytes`: the broker default of the topic config `max.message.bytes`.
+    pub message_max_bytes: i32,
+    /// `socket.request.max.bytes`: the largest request frame accepted.
+    pub socket_request_max_bytes: i32,
+    /// `log.retention.check.interval.ms`.
+    pub log_retention_check_interval_ms: i64,
+    /// `log.flush.scheduler.interval.ms`.
+    pub log_flush_scheduler_interval_ms: i64,
+    /// `cluster.id`, or a fixed id derived from the data directory.
+    pub cluster_id: Option<String>,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+    /// `queued.max.requests`: requests read ahead per connection.
+    pub queued_max_requests: usize,
+    /// Broker-level defaults of topic configs (`log.segment.bytes`, ...), by topic key.
+    pub topic_defaults: topic::TopicDefaults,
+    /// The raw key/value pairs given, for DescribeConfigs of the broker.
+    pub raw: BTreeMap<String, String>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig::from_map(BTreeMap::new()).expect("defaults are valid")
+    }
+}
+
+/// Keys Kafka knows that Strata accepts without acting on them (no warning).
+const ACCEPTED_KEYS: &[&str] = &[
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
+    "inter.broker.listener.name",
+    "listener.security.protocol.map",
+    "num.network.threads",
+    "num.io.threads",
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "group.initial.rebalance.delay.ms",
+    "zookeeper.connect",
+    "zookeeper.connection.timeout.ms",
+    "metadata.log.dir",
+    "broker.id.generation.enable",
+    "log.cleaner.enable",
+];
+
+impl BrokerConfig {
+    /// Builds the configuration from `key=value` pairs (file entries then overrides).
+    pub fn from_map(raw: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
+        let mut p = Parser {
+            raw: &raw,
+            used: Vec::new(),
+        };
+        let node_id = match p.opt_i64("node.id")? {
+            Some(v) => v,
+            None => p.i64("broker.id", 0)?,
+        };
+        let node_id = i32::try_from(node_id).map_err(|_| p.invalid("node.id", "out of range"))?;
+        let listeners = parse_listeners(
+            "listeners",
+            &p.string("listeners", "PLAINTEXT://127.0.0.1:9092"),
+        )?;
+        let advertised_listeners = match p.opt_string("advertised.listeners") {
+            Some(v) => parse_listeners("advertised.listeners", &v)?,
+            None => listeners.clone(),
+        };
+        let dirs = match p.opt_string("log.dirs") {
+            Some(v) => v,
+            None => p.string("log.dir", "./data"),
+        };
+        let log_dirs: Vec<PathBuf> = dirs
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if log_dirs.is_empty() {
+            return Err(p.invalid("log.dirs", "at least one directory is required"));
+        }
+        let num_partitions = p.int_in("num.partitions", 1, 1, 1_000_000)? as i32;
+        let default_replication_factor =
+            p.int_in("default.replication.factor", 1, 1, i64::from(i16::MAX))? as i16;
+        let auto_create_topics_enable = p.bool("auto.create.topics.enable", true)?;
+        let delete_topic_enable = p.bool("delete.topic.enable", true)?;
+        let message_max_bytes =
+            p.int_in("message.max.bytes", 1_048_588, 0, i64::from(i32::MAX))? as i32;
+        let socket_request_max_bytes = p.int_in(
+            "socket.request.max.bytes",
+            104_857_600,
+            1,
+            i64::from(i32::MAX),
+        )? as i32;
+        let log_retention_check_interval_ms =
+            p.int_in("log.retention.check.interval.ms", 300_000, 1, i64::MAX)?;
+        let log_flush_scheduler_interval_ms =
+            p.int_in("log.flush.scheduler.interval.ms", i64::MAX, 1, i64::MAX)?;
+        let queued_max_requests = p.int_in("queued.max.requests", 500, 1, 100_000)? as usize;
+        let cluster_id = p.opt_string("cluster.id");
+        let rack = p.opt_string("broker.rack");
+        let topic_defaults = topic::TopicDefaults::from_broker(&mut p, message_max_bytes)?;
+        for key in raw.keys() {
+            if !p.used.iter().any(|u| u == key) && !ACCEPTED_KEYS.contains(&key.as_str()) {
+                tracing::warn!(key = %key, "unknown configuration key ignored");
+            }
+        }
+        Ok(BrokerConfig {
+            node_id,
+            listeners,
+            advertised_listeners,
+            log_dirs,
+            num_partitions,
+            default_replication_factor,
+            auto_create_topics_enable,
+            delete_topic_enable,
+            message_max_bytes,
+            socket_request_max_bytes,
+            log_retention_check_interval_ms,
+            log_flush_scheduler_interval_ms,
+            cluster_id,
+            rack,
+            queued_max_requests,
+            topic_defaults,
+            raw,
+        })
+    }
+
+    /// Reads `path` (if any) and applies `overrides` (`key=value`) on top.
+    pub fn load(path: Option<&std::path::Path>, overrides: &[String]) -> Result<Self, ConfigError> {
+        let mut raw = BTreeMap::new();
+        if let Some(path) = path {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            raw.extend(parse_properties(&text)?);
+        }
+        for o in overrides {
+            let (k, v) = o
+                .split_once('=')
+                .ok_or_else(|| ConfigError::Malformed(o.clone()))?;
+            raw.insert(k.trim().to_string(), v.trim().to_string());
+        }
+        BrokerConfig::from_map(raw)
+    }
+
+    /// The data directory (the first of `log.dirs`).
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.log_dirs[0]
+    }
+}
+
+fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+    let invalid = |reason: &str| ConfigError::InvalidValue {
+        key: key.into(),
+        value: value.into(),
+        reason: reason.into(),
+    };
+    let mut out = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, rest) = item
+            .split_once("://")
+            .ok_or_else(|| invalid("expected NAME://host:port"))?;
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| invalid("expected NAME://host:port"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port: u16 = port.parse().map_err(|_| invalid("port must be 0-65535"))?;
+        out.push(Listener {
+            name: name.to_string(),
+            host: host.to_string(),
+            port,
+        });
+    }
+    if out.is_empty() {
+        return Err(invalid("at least one listener is required"));
+    }
+    Ok(out)
+}
+
+/// Reads typed values out of the raw map, remembering which keys were used.
+pub struct Parser<'a> {
+    raw: &'a BTreeMap<String, String>,
+    used: Vec<String>,
+}
+
+impl Parser<'_> {
+    fn invalid(&self, key: &str, reason: &str) -> ConfigError {
+        ConfigError::InvalidValue {
+            key: key.into(),
+            value: self.raw.get(key).cloned().unwrap_or_default(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The raw value of `key`, if set.
+    pub fn opt_string(&mut self, key: &str) -> Option<String> {
+        self.used.push(key.to_string());
+        self.raw.get(key).cloned()
+    }
+
+    fn string(&mut self, key: &str, default: &str) -> String {
+        self.opt_string(key).unwrap_or_else(|| default.to_string())
+    }
+
+    /// An integer value, if set.
+    pub fn opt_i64(&mut self, key: &str) -> Result<Option<i64>, ConfigError> {
+        match self.opt_string(key) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| self.invalid(key, "not an integer")),
+        }
+    }
+
+    fn i64(&mut self, key: &str, default: i64) -> Result<i64, ConfigError> {
+        Ok(self.opt_i64(key)?.unwrap_or(default))
+    }
+
+    /// An integer in `[min, max]`, or `default`.
+    pub fn int_in(
+        &mut self,
+        key: &str,
+        default: i64,
+        min: i64,
+        max: i64,
+    ) -> Result<i64, ConfigError> {
+        let v = self.i64(key, default)?;
+        if v < min || v > max {
+            return Err(self.invalid(key, &format!("must be between {min} and {max}")));
+        }
+        Ok(v)
+    }
+
+    fn bool(&mut self, key: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.opt_string(key) {
+            None => Ok(default),
+            Some(v) => match v.to_ascii_lowercase().as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(self.invalid(key, "must be true or false")),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_serve_localhost_9092_with_data_in_dot_data() {
+        let c = BrokerConfig::default();
+        assert_eq!(
+            c.listeners[0].bind_addr().unwrap().to_string(),
+            "127.0.0.1:9092"
+        );
+        assert_eq!(c.data_dir(), std::path::Path::new("./data"));
+        assert_eq!(c.node_id, 0);
+    }
+
+    #[test]
+    fn invalid_values_name_the_key_and_value() {
+        let e = BrokerConfig::from_map(map(&[("num.partitions", "zero")])).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("num.partitions") && text.contains("zero"),
+            "{text}"
+        );
+        let e = BrokerConfig::from_map(map(&[("listeners", "127.0.0.1:9092")])).unwrap_err();
+        assert!(e.to_string().contains("listeners"));
+        let e = BrokerConfig::from_map(map(&[("log.retention.ms", "-5")])).unwrap_err();
+        assert!(e.to_string().contains("log.retention.ms"), "{e}");
+    }
+
+    #[test]
+    fn retention_hours_and_minutes_are_honoured() {
+        let c = BrokerConfig::from_map(map(&[("log.retention.hours", "2")])).unwrap();
+        assert_eq!(c.topic_defaults.get("retention.ms"), Some("7200000".into()));
+        let c = BrokerConfig::from_map(map(&[
+            ("log.retention.hours", "2"),
+            ("log.retention.minutes", "3"),
+        ]))
+        .unwrap();
+        assert_eq!(c.topic_defaults.get("retention.ms"), Some("180000".into()));
+    }
+}

@@ -1,0 +1,356 @@
+//! Topic-level configuration: the keys a topic accepts, their broker-level defaults
+//! (`log.segment.bytes` for `segment.bytes`, ...), validation, and the translation to
+//! the storage layer's `LogConfig`.
+
+use super::{ConfigError, Parser};
+use std::collections::BTreeMap;
+use strata_storage::{LogConfig, TimestampType};
+
+/// The value kind of a config key, as DescribeConfigs v3+ reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `true` / `false`.
+    Bool,
+    /// A 32-bit integer with a minimum.
+    Int(i64),
+    /// A 64-bit integer with a minimum.
+    Long(i64),
+    /// A fraction in [0, 1].
+    Ratio,
+    /// One of a fixed set of words.
+    Enum(&'static [&'static str]),
+    /// A comma-separated list of words from a fixed set.
+    List(&'static [&'static str]),
+}
+
+impl Kind {
+    /// Kafka's ConfigType code (DescribeConfigs v3+).
+    pub fn type_code(self) -> i8 {
+        match self {
+            Kind::Bool => 1,
+            Kind::Enum(_) => 2,
+            Kind::Int(_) => 3,
+            Kind::Long(_) => 5,
+            Kind::Ratio => 6,
+            Kind::List(_) => 7,
+        }
+    }
+}
+
+/// One topic config key.
+#[derive(Debug)]
+pub struct Key {
+    /// The topic-level name.
+    pub name: &'static str,
+    /// The broker-level key that sets its default.
+    pub broker_key: &'static str,
+    /// Kafka's default.
+    pub default: &'static str,
+    /// The value kind.
+    pub kind: Kind,
+}
+
+const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+const POLICIES: &[&str] = &["delete", "compact"];
+
+/// Every topic config key Strata accepts.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "cleanup.policy",
+        broker_key: "log.cleanup.policy",
+        default: "delete",
+        kind: Kind::List(POLICIES),
+    },
+    Key {
+        name: "compression.type",
+        broker_key: "compression.type",
+        default: "producer",
+        kind: Kind::Enum(CODECS),
+    },
+    Key {
+        name: "delete.retention.ms",
+        broker_key: "log.cleaner.delete.retention.ms",
+        default: "86400000",
+        kind: Kind::Long(0),
+    },
+    Key {
+        name: "file.delete.delay.ms",
+        broker_key: "log.segment.delete.delay.ms",
+        default: "60000",
+        kind: Kind::Long(0),
+    },
+    Key {
+        name: "flush.messages",
+        broker_key: "log.flush.interval.messages",
+        default: "9223372036854775807",
+        kind: Kind::Long(1),
+    },
+    Key {
+        name: "flush.ms",
+        broker_key: "log.flush.interval.ms",
+        default: "9223372036854775807",
+        kind: Kind::Long(0),
+    },
+    Key {
+        name: "index.interval.bytes",
+        broker_key: "log.index.interval.bytes",
+        default: "4096",
+        kind: Kind::Int(0),
+    },
+    Key {
+        name: "max.compaction.lag.ms",
+        broker_key: "log.cleaner.max.compaction.lag.ms",
+        default: "9223372036854775807",
+        kind: Kind::Long(1),
+    },
+    Key {
+        name: "max.message.bytes",
+        broker_key: "message.max.bytes",
+        default: "1048588",
+        kind: Kind::Int(0),
+    },
+    Key {
+        name: "message.downconversion.enable",
+        broker_key: "log.message.downconversion.enable",
+        default: "true",
+        kind: Kind::Bool,
+    },
+    Key {
+        name: "message.timestamp.after.max.ms",
+        broker_key: "log.message.timestamp.after.max.ms",
+        default: "9223372036854775807",
+        kind: Kind::Long(0),
+    },
+    Key {
+        name: "message.timestamp.before.max.ms",
+        broker_key: "log.message.timestamp.before.max.ms",
+        default: "9223372036854775807",
+        kind: Kind::Long(0),
+    },
+    Key {
+        name: "message.timestamp.type",
+        broker_key: "log.message.timestamp.type",
+        default: "CreateTime",
+        kind: Kind::Enum(TIMESTAMP_TYPES),
+    },
+    Key {
+        name: "min.cleanable.dirty.ratio",
+        broker_key: "log.cleaner.min.cleanable.ratio",
+        default: "0.5",
+        kind: Kind::Ratio,
+    },
+    Key {
+        name: "min.compaction.lag.ms",
+        broker_key: "log.cleaner.min.compaction.lag.ms",
+        default: "0",
+        kind: Kind::Long(0),
+    },
+    Key {
+        name: "min.insync.replicas",
+        broker_key: "min.insync.replicas",
+        default: "1",
+        kind: Kind::Int(1),
+    },
+    Key {
+        name: "preallocate",
+        broker_key: "log.preallocate",
+        default: "false",
+        kind: Kind::Bool,
+    },
+    Key {
+        name: "retention.bytes",
+        broker_key: "log.retention.bytes",
+        default: "-1",
+        kind: Kind::Long(-1),
+    },
+    Key {
+        name: "retention.ms",
+        broker_key: "log.retention.ms",
+        default: "604800000",
+        kind: Kind::Long(-1),
+    },
+    Key {
+        name: "segment.bytes",
+        broker_key: "log.segment.bytes",
+        default: "1073741824",
+        kind: Kind::Int(14),
+    },
+    Key {
+        name: "segment.index.bytes",
+        broker_key: "log.index.size.max.bytes",
+        default: "10485760",
+        kind: Kind::Int(4),
+    },
+    Key {
+        name: "segment.jitter.ms",
+        broker_key: "log.roll.jitter.ms",
+        default: "0",
+        kind: Kind::Long(0),
+    },
+    Key {
+        name: "segment.ms",
+        broker_key: "log.roll.ms",
+        default: "604800000",
+        kind: Kind::Long(1),
+    },
+    Key {
+        name: "unclean.leader.election.enable",
+        broker_key: "unclean.leader.election.enable",
+        default: "false",
+        kind: Kind::Bool,
+    },
+];
+
+/// Looks up a topic config key.
+pub fn key(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// Checks `value` against the kind of `name`; the error says what is wrong.
+pub fn validate(name: &str, value: &str) -> Result<(), String> {
+    let k = key(name).ok_or_else(|| format!("unknown topic config {name}"))?;
+    let int = |min: i64, max: i64| -> Result<(), String> {
+        let v: i64 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name} must be an integer"))?;
+        if v < min || v > max {
+            return Err(format!("{name} must be between {min} and {max}, got {v}"));
+        }
+        Ok(())
+    };
+    match k.kind {
+        Kind::Bool => match value.to_ascii_lowercase().as_str() {
+            "true" | "false" => Ok(()),
+            _ => Err(format!("{name} must be true or false")),
+        },
+        Kind::Int(min) => int(min, i64::from(i32::MAX)),
+        Kind::Long(min) => int(min, i64::MAX),
+        Kind::Ratio => match value.trim().parse::<f64>() {
+            Ok(v) if (0.0..=1.0).contains(&v) => Ok(()),
+            _ => Err(format!("{name} must be a number between 0 and 1")),
+        },
+        Kind::Enum(words) => {
+            if words.iter().any(|w| w.eq_ignore_ascii_case(value.trim())) {
+                Ok(())
+            } else {
+                Err(format!("{name} must be one of {}", words.join(", ")))
+            }
+        }
+        Kind::List(words) => {
+            let items: Vec<&str> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
+            if items.is_empty() || items.iter().any(|i| !words.contains(i)) {
+                Err(format!("{name} must be a list of {}", words.join(", ")))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Where a topic config's effective value comes from (DescribeConfigs `config_source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Set on the topic (DYNAMIC_TOPIC_CONFIG = 1).
+    Topic = 1,
+    /// Set in server.properties (STATIC_BROKER_CONFIG = 4).
+    StaticBroker = 4,
+    /// Kafka's default (DEFAULT_CONFIG = 5).
+    Default = 5,
+}
+
+/// Broker-level defaults of topic configs, after `server.properties` and overrides.
+#[derive(Debug, Clone, Default)]
+pub struct TopicDefaults {
+    set: BTreeMap<&'static str, String>,
+}
+
+impl TopicDefaults {
+    /// Reads the broker keys (`log.segment.bytes`, `log.retention.hours`, ...).
+    pub(super) fn from_broker(
+        p: &mut Parser<'_>,
+        message_max_bytes: i32,
+    ) -> Result<TopicDefaults, ConfigError> {
+        let mut set = BTreeMap::new();
+        for k in KEYS {
+            if k.broker_key == "message.max.bytes" {
+                if p.raw.contains_key("message.max.bytes") {
+                    set.insert(k.name, message_max_bytes.to_string());
+                }
+                continue;
+            }
+            if let Some(v) = p.opt_string(k.broker_key) {
+                validate(k.name, &v).map_err(|reason| ConfigError::InvalidValue {
+                    key: k.broker_key.into(),
+                    value: v.clone(),
+                    reason,
+                })?;
+                set.insert(k.name, v);
+            }
+        }
+        // Kafka's precedence: log.retention.ms > .minutes > .hours; log.roll.ms > .hours.
+        if !set.contains_key("retention.ms") {
+            if let Some(m) = p.opt_i64("log.retention.minutes")? {
+                set.insert("retention.ms", (m * 60_000).to_string());
+            } else if let Some(h) = p.opt_i64("log.retention.hours")? {
+                set.insert("retention.ms", (h * 3_600_000).to_string());
+            }
+        }
+        if !set.contains_key("segment.ms") {
+            if let Some(h) = p.opt_i64("log.roll.hours")? {
+                set.insert("segment.ms", (h * 3_600_000).to_string());
+            }
+        }
+        Ok(TopicDefaults { set })
+    }
+
+    /// The broker-level value of a topic key, if server.properties set one.
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.set.get(name).cloned()
+    }
+
+    /// The effective value and its source for a topic with `overrides`.
+    pub fn resolve(&self, overrides: &BTreeMap<String, String>, name: &str) -> (String, Source) {
+        if let Some(v) = overrides.get(name) {
+            return (v.clone(), Source::Topic);
+        }
+        if let Some(v) = self.set.get(name) {
+            return (v.clone(), Source::StaticBroker);
+        }
+        (
+            key(name).map(|k| k.default).unwrap_or_default().to_string(),
+            Source::Default,
+        )
+    }
+
+    /// The storage configuration of a topic with `overrides`.
+    pub fn log_config(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
+        let num =
+            |name: &str| -> i64 { self.resolve(overrides, name).0.trim().parse().unwrap_or(0) };
+        let timestamp_type =
+            if self.resolve(overrides, "message.timestamp.type").0 == "LogAppendTime" {
+                TimestampType::LogAppendTime
+            } else {
+                TimestampType::CreateTime
+            };
+        LogConfig {
+            segment_bytes: num("segment.bytes").max(14) as u64,
+            segment_ms: num("segment.ms"),
+            retention_ms: num("retention.ms"),
+            retention_bytes: num("retention.bytes"),
+            index_interval_bytes: num("index.interval.bytes").clamp(0, i64::from(u32::MAX)) as u32,
+            segment_index_bytes: num("segment.index.bytes").clamp(4, i64::from(u32::MAX)) as u32,
+            max_message_bytes: num("max.message.bytes").clamp(0, i64::from(u32::MAX)) as u32,
+            flush_interval_messages: num("flush.messages").max(1) as u64,
+            flush_interval_ms: num("flush.ms"),
+            file_delete_delay_ms: num("file.delete.delay.ms"),
+            message_timestamp_type: timestamp_type,
+            ..LogConfig::default()
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The one place where internal errors become Kafka error codes.
+
+use strata_protocol::ErrorCode;
+use strata_storage::StorageError;
+
+/// The Kafka error code a client should see for a storage error.
+pub fn storage_error_code(e: &StorageError) -> ErrorCode {
+    match e {
+        StorageError::CorruptRecord { .. } => ErrorCode::CorruptMessage,
+        StorageError::RecordTooLarge { .. } => ErrorCode::MessageTooLarge,
+        StorageError::InvalidRecord { .. } => ErrorCode::InvalidRecord,
+        StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        StorageError::Io { .. } => ErrorCode::KafkaStorageError,
+    }
+}

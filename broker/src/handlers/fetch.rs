@@ -1,0 +1,135 @@
+//! Fetch (1): whole record batches from each requested partition, up to the high
+//! watermark, within the request's byte limits; parked until `min_bytes` arrive or
+//! `max_wait_ms` passes.
+//!
+//! Fetch sessions (KIP-227) are not kept: every request is answered as a full fetch
+//! with session id 0, which tells clients to keep sending full requests. Topic ids
+//! (v13+) are resolved through the topic registry.
+
+use crate::broker::Broker;
+use crate::errors::storage_error_code;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Duration;
+use strata_protocol::messages::fetch::{
+    FetchRequest, FetchResponse, FetchableTopicResponse, PartitionData,
+};
+use strata_protocol::ErrorCode;
+
+/// Handles a Fetch request.
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> FetchResponse {
+    if request.session_epoch > 0 || request.session_id != 0 {
+        // We never hand out sessions, so an incremental fetch names one we do not have.
+        return FetchResponse {
+            error_code: ErrorCode::FetchSessionIdNotFound.code(),
+            session_id: 0,
+            ..Default::default()
+        };
+    }
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let mut appends = broker.replicas.subscribe_appends();
+    loop {
+        appends.borrow_and_update();
+        let (response, bytes, errors) = read_all(broker, version, &request);
+        let done = errors
+            || bytes >= request.min_bytes.max(0) as usize
+            || request.max_wait_ms <= 0
+            || tokio::time::Instant::now() >= deadline;
+        if done {
+            return response;
+        }
+        match tokio::time::timeout_at(deadline, appends.changed()).await {
+            Ok(Ok(())) => continue,
+            _ => return read_all(broker, version, &request).0,
+        }
+    }
+}
+
+/// One pass over every requested partition: the response, the bytes it carries, and
+/// whether any partition answered with an error (which ends the wait, like Kafka).
+fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+    let mut remaining = if version >= 3 {
+        request.max_bytes.max(0) as usize
+    } else {
+        usize::MAX
+    };
+    let mut total = 0usize;
+    let mut any_error = false;
+    let mut responses = Vec::with_capacity(request.topics.len());
+    let snapshot = broker.topics.snapshot();
+    for topic in &request.topics {
+        let name = if version >= 13 {
+            snapshot.by_id.get(&topic.topic_id).cloned()
+        } else {
+            Some(topic.topic.clone())
+        };
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for fp in &topic.partitions {
+            let mut pd = PartitionData {
+                partition_index: fp.partition,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                records: Some(Bytes::new()),
+                ..Default::default()
+            };
+            let partition = name
+                .as_deref()
+                .and_then(|n| broker.replicas.get(n, fp.partition));
+            match (&name, partition) {
+                (None, _) => pd.error_code = ErrorCode::UnknownTopicId.code(),
+                (Some(_), None) => pd.error_code = ErrorCode::UnknownTopicOrPartition.code(),
+                (Some(_), Some(p)) => {
+                    let epoch = p.leader_epoch();
+                    pd.high_watermark = p.high_watermark();
+                    pd.last_stable_offset = pd.high_watermark;
+                    pd.log_start_offset = p.log.log_start_offset();
+                    if request.isolation_level == 1 {
+                        pd.aborted_transactions = Some(Vec::new());
+                    }
+                    if fp.current_leader_epoch >= 0 && fp.current_leader_epoch > epoch {
+                        pd.error_code = ErrorCode::UnknownLeaderEpoch.code();
+                    } else if fp.current_leader_epoch >= 0 && fp.current_leader_epoch < epoch {
+                        pd.error_code = ErrorCode::FencedLeaderEpoch.code();
+                    } else {
+                        let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
+                        match p.read(fp.fetch_offset, limit, total == 0) {
+                            Ok(info) => match info.read_bytes() {
+                                Ok(data) => {
+                                    remaining = remaining.saturating_sub(data.len());
+                                    total += data.len();
+                                    pd.records = Some(data);
+                                }
+                                Err(e) => {
+                                    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "fetch read failed");
+                                    pd.error_code = ErrorCode::KafkaStorageError.code();
+                                }
+                            },
+                            Err(e) => pd.error_code = storage_error_code(&e).code(),
+                        }
+                    }
+                }
+            }
+            any_error |= pd.error_code != 0;
+            partitions.push(pd);
+        }
+        responses.push(FetchableTopicResponse {
+            topic: if version < 13 {
+                topic.topic.clone()
+            } else {
+                String::new()
+            },
+            topic_id: topic.topic_id,
+            partitions,
+        });
+    }
+    (
+        FetchResponse {
+            responses,
+            ..Default::default()
+        },
+        total,
+        any_error,
+    )
+}

@@ -1,0 +1,84 @@
+//! ListOffsets (2): earliest, latest, max-timestamp, or the first offset at or after a
+//! timestamp, per partition.
+
+use crate::broker::Broker;
+use crate::errors::storage_error_code;
+use strata_protocol::messages::list_offsets::{
+    ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
+};
+use strata_protocol::ErrorCode;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+
+/// Handles ListOffsets.
+pub fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|lp| {
+                    let mut r = ListOffsetsPartitionResponse {
+                        partition_index: lp.partition_index,
+                        timestamp: -1,
+                        offset: -1,
+                        leader_epoch: -1,
+                        ..Default::default()
+                    };
+                    let Some(p) = broker.replicas.get(&t.name, lp.partition_index) else {
+                        r.error_code = ErrorCode::UnknownTopicOrPartition.code();
+                        return r;
+                    };
+                    let epoch = p.leader_epoch();
+                    if lp.current_leader_epoch >= 0 && lp.current_leader_epoch != epoch {
+                        r.error_code = if lp.current_leader_epoch > epoch {
+                            ErrorCode::UnknownLeaderEpoch
+                        } else {
+                            ErrorCode::FencedLeaderEpoch
+                        }
+                        .code();
+                        return r;
+                    }
+                    match lp.timestamp {
+                        LATEST => r.offset = p.high_watermark(),
+                        EARLIEST | EARLIEST_LOCAL => r.offset = p.log.log_start_offset(),
+                        MAX_TIMESTAMP => {
+                            let (ts, offset) = p.log.max_timestamp();
+                            if offset >= 0 {
+                                r.timestamp = ts;
+                                r.offset = offset;
+                                r.leader_epoch = epoch;
+                            }
+                        }
+                        ts => match p.log.offset_for_timestamp(ts) {
+                            Ok(Some((offset, found_ts))) if offset < p.high_watermark() => {
+                                r.offset = offset;
+                                r.timestamp = found_ts;
+                                r.leader_epoch = epoch;
+                            }
+                            Ok(_) => {}
+                            Err(e) => r.error_code = storage_error_code(&e).code(),
+                        },
+                    }
+                    if matches!(lp.timestamp, LATEST | EARLIEST | EARLIEST_LOCAL) {
+                        r.leader_epoch = epoch;
+                    }
+                    r
+                })
+                .collect();
+            ListOffsetsTopicResponse {
+                name: t.name,
+                partitions,
+            }
+        })
+        .collect();
+    ListOffsetsResponse {
+        topics,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,204 @@
+//! Request handlers: one file per API, and the one dispatch table from API key to
+//! handler. The ApiVersions answer is built from [`SERVED`], so what is advertised is
+//! exactly what is served.
+
+mod admin_configs;
+mod api_versions;
+mod create_partitions;
+mod create_topics;
+mod delete_records;
+mod delete_topics;
+mod describe_cluster;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;
+
+pub use produce::now_ms;
+
+use crate::broker::Broker;
+use bytes::Bytes;
+use std::sync::Arc;
+use strata_protocol::{encode_response, ApiKey, Request, RequestBody, RequestHeader, ResponseBody};
+
+/// An API served by this broker with the versions its handler implements.
+#[derive(Debug, Clone, Copy)]
+pub struct Served {
+    /// The API.
+    pub api: ApiKey,
+    /// Lowest version advertised.
+    pub min: i16,
+    /// Highest version advertised.
+    pub max: i16,
+}
+
+/// Every API this broker serves, with its advertised version range. A version range
+/// here must be implemented by the handler and decodable by the codec (checked in a
+/// test below).
+pub const SERVED: &[Served] = &[
+    // Produce v0-2 are advertised (older librdkafka disables compression otherwise) but
+    // answered with UNSUPPORTED_VERSION, as Kafka 4 does (KIP-896).
+    Served {
+        api: ApiKey::Produce,
+        min: 0,
+        max: 10,
+    },
+    Served {
+        api: ApiKey::Fetch,
+        min: 4,
+        max: 16,
+    },
+    Served {
+        api: ApiKey::ListOffsets,
+        min: 1,
+        max: 7,
+    },
+    Served {
+        api: ApiKey::Metadata,
+        min: 0,
+        max: 12,
+    },
+    Served {
+        api: ApiKey::ApiVersions,
+        min: 0,
+        max: 3,
+    },
+    Served {
+        api: ApiKey::CreateTopics,
+        min: 2,
+        max: 7,
+    },
+    Served {
+        api: ApiKey::DeleteTopics,
+        min: 1,
+        max: 6,
+    },
+    Served {
+        api: ApiKey::DeleteRecords,
+        min: 0,
+        max: 2,
+    },
+    Served {
+        api: ApiKey::DescribeConfigs,
+        min: 1,
+        max: 4,
+    },
+    Served {
+        api: ApiKey::AlterConfigs,
+        min: 0,
+        max: 2,
+    },
+    Served {
+        api: ApiKey::CreatePartitions,
+        min: 0,
+        max: 3,
+    },
+    Served {
+        api: ApiKey::IncrementalAlterConfigs,
+        min: 0,
+        max: 1,
+    },
+    Served {
+        api: ApiKey::DescribeCluster,
+        min: 0,
+        max: 1,
+    },
+];
+
+/// The served range of `api`, if served.
+pub fn served(api: ApiKey) -> Option<Served> {
+    SERVED.iter().copied().find(|s| s.api == api)
+}
+
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Send this response frame.
+    Respond(Vec<Bytes>),
+    /// Send nothing (Produce with acks=0).
+    NoResponse,
+    /// Close the connection (protocol misuse).
+    Close,
+}
+
+/// The answer to a request whose version the codec cannot decode: ApiVersions gets a
+/// v0-encoded UNSUPPORTED_VERSION with the full API list (KIP-511) so the client can
+/// retry at a version both know; anything else closes the connection.
+pub fn unsupported_version(header: &RequestHeader) -> Option<Vec<Bytes>> {
+    if header.api_key != ApiKey::ApiVersions as i16 {
+        return None;
+    }
+    let body = api_versions::unsupported(header.api_version);
+    Some(encode_response(header.correlation_id, 0, &body.into()))
+}
+
+/// Handles one decoded request.
+pub async fn dispatch(broker: &Arc<Broker>, request: Request) -> Outcome {
+    let Request { header, api, body } = request;
+    let version = header.api_version;
+    let Some(range) = served(api) else {
+        tracing::info!(api = api.name(), "closing connection: API not served");
+        return Outcome::Close;
+    };
+    if version < range.min || version > range.max {
+        return match unsupported_version(&header) {
+            Some(chunks) => Outcome::Respond(chunks),
+            None => {
+                tracing::info!(
+                    api = api.name(),
+                    version,
+                    "closing connection: version not served"
+                );
+                Outcome::Close
+            }
+        };
+    }
+    let response: ResponseBody = match body {
+        RequestBody::ApiVersions(r) => api_versions::handle(version, r).into(),
+        RequestBody::Metadata(r) => metadata::handle(broker, version, r).into(),
+        RequestBody::Produce(r) => match produce::handle(broker, version, r).await {
+            produce::Reply::Respond(resp) => resp.into(),
+            produce::Reply::Nothing => return Outcome::NoResponse,
+            produce::Reply::Close => return Outcome::Close,
+        },
+        RequestBody::Fetch(r) => fetch::handle(broker, version, r).await.into(),
+        RequestBody::ListOffsets(r) => list_offsets::handle(broker, r).into(),
+        RequestBody::CreateTopics(r) => create_topics::handle(broker, version, r).into(),
+        RequestBody::DeleteTopics(r) => delete_topics::handle(broker, version, r).into(),
+        RequestBody::CreatePartitions(r) => create_partitions::handle(broker, r).into(),
+        RequestBody::DeleteRecords(r) => delete_records::handle(broker, r).into(),
+        RequestBody::DescribeConfigs(r) => admin_configs::describe(broker, version, r).into(),
+        RequestBody::AlterConfigs(r) => admin_configs::alter(broker, r).into(),
+        RequestBody::IncrementalAlterConfigs(r) => {
+            admin_configs::incremental_alter(broker, r).into()
+        }
+        RequestBody::DescribeCluster(r) => describe_cluster::handle(broker, r).into(),
+        other => {
+            tracing::info!(
+                api = other.api_key().name(),
+                "closing connection: API not served"
+            );
+            return Outcome::Close;
+        }
+    };
+    Outcome::Respond(encode_response(header.correlation_id, version, &response))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_served_range_is_decodable() {
+        for s in SERVED {
+            let (lo, hi) = s.api.codec_versions();
+            assert!(
+                lo <= s.min && s.max <= hi,
+                "{:?} serves {}-{} but codec decodes {lo}-{hi}",
+                s.api,
+                s.min,
+                s.max
+            );
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Produce (0): append producers' record batches to partition logs.
+//!
+//! For each partition: check the topic and partition exist here, append as leader
+//! (validation, offsets, indexes happen in the log), and answer with the base offset.
+//! `acks=all` with an ISR below `min.insync.replicas` is refused before the append
+//! with NOT_ENOUGH_REPLICAS; with a single node the high watermark reaches the batch at
+//! once, so acks=all answers as soon as the append returns.
+
+use crate::broker::Broker;
+use crate::errors::storage_error_code;
+use std::sync::Arc;
+use strata_protocol::messages::produce::{
+    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
+};
+use strata_protocol::ErrorCode;
+
+/// What to send back.
+#[derive(Debug)]
+pub enum Reply {
+    /// The response.
+    Respond(ProduceResponse),
+    /// acks=0 and every partition succeeded: send nothing.
+    Nothing,
+    /// acks=0 and a partition failed: Kafka closes the connection so the producer
+    /// notices (it cannot be told otherwise).
+    Close,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Handles a Produce request.
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Reply {
+    let acks = request.acks;
+    let refuse = if version < 3 {
+        Some((
+            ErrorCode::UnsupportedVersion,
+            "Produce v0-2 are not supported; use v3 or later",
+        ))
+    } else if !matches!(acks, -1..=1) {
+        Some((ErrorCode::InvalidRequiredAcks, "acks must be -1, 0 or 1"))
+    } else if request.transactional_id.is_some() {
+        Some((
+            ErrorCode::TransactionalIdAuthorizationFailed,
+            "transactions are not supported yet",
+        ))
+    } else {
+        None
+    };
+    let now = now_ms();
+    let mut any_error = false;
+    let mut appended = false;
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    for topic in request.topic_data {
+        let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
+        let meta = broker.topics.get(&topic.name);
+        for pd in topic.partition_data {
+            let mut r = PartitionProduceResponse {
+                index: pd.index,
+                base_offset: -1,
+                ..Default::default()
+            };
+            let outcome = match refuse {
+                Some((code, message)) => Err((code, Some(message.to_string()))),
+                None => append(
+                    broker,
+                    meta.as_deref(),
+                    &topic.name,
+                    pd.index,
+                    pd.records,
+                    acks,
+                    now,
+                ),
+            };
+            match outcome {
+                Ok((base_offset, log_append_time, log_start_offset)) => {
+                    r.base_offset = base_offset;
+                    r.log_append_time_ms = log_append_time;
+                    r.log_start_offset = log_start_offset;
+                    appended = true;
+                }
+                Err((code, message)) => {
+                    any_error = true;
+                    r.error_code = code.code();
+                    r.error_message = message;
+                }
+            }
+            partition_responses.push(r);
+        }
+        responses.push(TopicProduceResponse {
+            name: topic.name,
+            partition_responses,
+        });
+    }
+    if appended {
+        broker.replicas.notify_appended();
+    }
+    if acks == 0 {
+        return if any_error {
+            Reply::Close
+        } else {
+            Reply::Nothing
+        };
+    }
+    Reply::Respond(ProduceResponse {
+        responses,
+        ..Default::default()
+    })
+}
+
+type Appended = (i64, i64, i64);
+
+fn append(
+    broker: &Broker,
+    meta: Option<&crate::topics::TopicMeta>,
+    topic: &str,
+    index: i32,
+    records: Option<bytes::Bytes>,
+    acks: i16,
+    now: i64,
+) -> Result<Appended, (ErrorCode, Option<String>)> {
+    let Some(meta) = meta else {
+        return Err((ErrorCode::UnknownTopicOrPartition, None));
+    };
+    let Some(partition) = broker.replicas.get(topic, index) else {
+        return Err((ErrorCode::UnknownTopicOrPartition, None));
+    };
+    if meta.internal {
+        return Err((
+            ErrorCode::InvalidTopicException,
+            Some(format!("cannot produce to internal topic {topic}")),
+        ));
+    }
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return Err((
+            ErrorCode::InvalidRecord,
+            Some("produce request without records".into()),
+        ));
+    };
+    if acks == -1 {
+        let (min_isr, _) = broker
+            .config
+            .topic_defaults
+            .resolve(&meta.configs, "min.insync.replicas");
+        let min_isr: usize = min_isr.parse().unwrap_or(1);
+        let isr_size = 1;
+        if isr_size < min_isr {
+            return Err((
+                ErrorCode::NotEnoughReplicas,
+                Some(format!(
+                    "in-sync replicas {isr_size} below min.insync.replicas {min_isr}"
+                )),
+            ));
+        }
+    }
+    match partition.append_as_leader(records, now) {
+        Ok(info) => Ok((
+            info.first_offset,
+            info.log_append_time,
+            info.log_start_offset,
+        )),
+        Err(e) => {
+            tracing::debug!(topic, partition = index, error = %e, "append refused");
+            Err((storage_error_code(&e), Some(e.to_string())))
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! `ReplicaManager`: the partitions this broker hosts, with the leader-side state Kafka
+//! keeps next to each log (leader epoch, high watermark).
+//!
+//! Single node today: every partition is led here with an ISR of one, so the high
+//! watermark follows the log end offset after each append. The fields and the checks
+//! are the ones replication needs (HW <= LEO, leader epochs never go back); followers
+//! and the ISR arrive with the replication issue.
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use strata_storage::{AppendInfo, Log, LogConfig, LogManager, LogReadInfo, StorageError};
+use tokio::sync::watch;
+
+/// One partition hosted by this broker.
+#[derive(Debug)]
+pub struct Partition {
+    /// Topic name.
+    pub topic: Arc<str>,
+    /// Partition index.
+    pub index: i32,
+    /// The partition's log.
+    pub log: Arc<Log>,
+    leader_epoch: AtomicI32,
+    high_watermark: AtomicI64,
+}
+
+impl Partition {
+    /// The current leader epoch (KIP-101); only ever increases.
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Offsets below the high watermark are committed and visible to consumers.
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    /// Appends a producer's batches as leader and advances the high watermark (ISR of
+    /// one: the leader's own log end offset).
+    pub fn append_as_leader(
+        &self,
+        records: Bytes,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let info = self.log.append(records, self.leader_epoch(), now_ms)?;
+        self.advance_high_watermark(self.log.log_end_offset());
+        Ok(info)
+    }
+
+    /// Moves the high watermark forward to `offset` (never backwards, never past the
+    /// log end offset).
+    pub fn advance_high_watermark(&self, offset: i64) {
+        let leo = self.log.log_end_offset();
+        assert!(
+            offset <= leo,
+            "high watermark {offset} beyond log end offset {leo}"
+        );
+        self.high_watermark.fetch_max(offset, Ordering::AcqRel);
+    }
+
+    /// Reads whole batches from `offset` for a consumer: nothing at or above the high
+    /// watermark.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+    ) -> Result<LogReadInfo, StorageError> {
+        self.log
+            .read(offset, max_bytes, self.high_watermark(), min_one)
+    }
+
+    /// After truncation (DeleteRecords does not truncate; replication will) the high
+    /// watermark must not exceed the log end.
+    fn clamp_high_watermark(&self) {
+        let leo = self.log.log_end_offset();
+        self.high_watermark.fetch_min(leo, Ordering::AcqRel);
+    }
+}
+
+type PartitionMap = HashMap<String, Arc<[Arc<Partition>]>>;
+
+/// All partitions of this broker, by topic then index. Lookups are lock-free
+/// (a snapshot map); creating and deleting topics is serialised.
+#[derive(Debug)]
+pub struct ReplicaManager {
+    logs: LogManager,
+    partitions: ArcSwap<PartitionMap>,
+    write: Mutex<()>,
+    /// Bumped after every append so parked fetches re-check for data.
+    appended: watch::Sender<u64>,
+}
+
+impl ReplicaManager {
+    /// Wraps an opened log manager.
+    pub fn new(logs: LogManager) -> ReplicaManager {
+        ReplicaManager {
+            logs,
+            partitions: ArcSwap::from_pointee(HashMap::new()),
+            write: Mutex::new(()),
+            appended: watch::channel(0).0,
+        }
+    }
+
+    /// The partition, if hosted here.
+    pub fn get(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        let map = self.partitions.load();
+        let parts = map.get(topic)?;
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| parts.get(i))
+            .cloned()
+    }
+
+    /// Every partition of a topic.
+    pub fn topic(&self, topic: &str) -> Option<Arc<[Arc<Partition>]>> {
+        self.partitions.load().get(topic).cloned()
+    }
+
+    /// Every hosted partition.
+    pub fn all(&self) -> Vec<Arc<Partition>> {
+        self.partitions
+            .load()
+            .values()
+            .flat_map(|p| p.iter().cloned())
+            .collect()
+    }
+
+    /// Opens (creating or recovering) partitions `0..count` of `topic`; partitions
+    /// already open are kept.
+    pub fn ensure_topic(
+        &self,
+        topic: &str,
+        count: i32,
+        config: &LogConfig,
+    ) -> Result<(), StorageError> {
+        let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.partitions.load_full();
+        let existing = current.get(topic).cloned();
+        let mut parts: Vec<Arc<Partition>> =
+            existing.as_deref().map(<[_]>::to_vec).unwrap_or_default();
+        let name: Arc<str> = Arc::from(topic);
+        for index in parts.len() as i32..count {
+            let log = self.logs.get_or_create(topic, index, config.clone())?;
+            let leo = log.log_end_offset();
+            parts.push(Arc::new(Partition {
+                topic: name.clone(),
+                index,
+                log,
+                leader_epoch: AtomicI32::new(0),
+                high_watermark: AtomicI64::new(leo),
+            }));
+        }
+        let mut next = (*current).clone();
+        next.insert(topic.to_string(), parts.into());
+        self.partitions.store(Arc::new(next));
+        Ok(())
+    }
+
+    /// Applies a new log configuration to every partition of `topic`.
+    pub fn update_config(&self, topic: &str, config: &LogConfig) {
+        for p in self.topic(topic).iter().flat_map(|p| p.iter()) {
+            p.log.update_config(config.clone());
+        }
+    }
+
+    /// Stops hosting `topic` and deletes its files.
+    pub fn delete_topic(&self, topic: &str) -> Result<(), StorageError> {
+        let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.partitions.load_full();
+        let Some(parts) = current.get(topic).cloned() else {
+            return Ok(());
+        };
+        let mut next = (*current).clone();
+        next.remove(topic);
+        self.partitions.store(Arc::new(next));
+        for p in parts.iter() {
+            self.logs.delete(topic, p.index)?;
+        }
+        Ok(())
+    }
+
+    /// Signals parked fetches that data arrived.
+    pub fn notify_appended(&self) {
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver woken by every append.
+    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
+    }
+
+    /// Raises the log start offset of a partition (DeleteRecords).
+    pub fn delete_records(&self, p: &Partition, offset: i64) -> Result<i64, StorageError> {
+        let low = p.log.delete_records_before(offset)?;
+        p.clamp_high_watermark();
+        Ok(low)
+    }
+
+    /// The log manager, for retention and flushing.
+    pub fn logs(&self) -> &LogManager {
+        &self.logs
+    }
+
+    /// Flushes and closes every log, writing the clean-shutdown marker.
+    pub fn close(&self) -> Result<(), StorageError> {
+        self.logs.close_all()
+    }
+}
