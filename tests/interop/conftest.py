@@ -1,0 +1,99 @@
+"""Fixtures for the Strata interop suite.
+
+- `broker`: a fresh `strata` process (own port, own tmp data dir), stopped with SIGTERM at the end
+  of the test, which also checks that it exits cleanly.
+- `module_broker`: one broker shared by all tests of a module.
+- `broker_factory(overrides)`: the same with extra `--override key=value` settings (names use
+  dots: pass a dict, e.g. broker_factory({"log.retention.check.interval.ms": "500"})).
+
+When a test fails, every broker it started has its stderr log attached to the report.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from broker import Broker  # noqa: E402
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+    if rep.failed:
+        brokers = list(getattr(item, "_strata_brokers", []))
+        brokers += [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, Broker) and v not in brokers]
+        for i, b in enumerate(brokers):
+            rep.sections.append((f"strata log #{i} ({b.workdir})", b.log_tail(400)))
+
+
+@pytest.fixture(scope="session")
+def strata_starts(tmp_path_factory) -> str | None:
+    """Starts (and stops) one default broker per session, so that when the binary cannot start
+    or never becomes ready every test fails at once with that reason, instead of each one
+    waiting out its own start-up deadline."""
+    b = Broker(tmp_path_factory.mktemp("session-check"))
+    try:
+        b.start()
+        b.stop()
+    except Exception as e:  # noqa: BLE001 - reported on every test below
+        b.kill()
+        return f"{type(e).__name__}: {e}\n{b.log_tail(60)}"
+    return None
+
+
+@pytest.fixture
+def broker_factory(request, tmp_path, strata_starts):
+    if strata_starts is not None:
+        pytest.fail(f"strata could not start a default single-node broker: {strata_starts}", pytrace=False)
+    started: list[Broker] = []
+    request.node._strata_brokers = started
+
+    def make(overrides: dict[str, str] | None = None, start: bool = True) -> Broker:
+        b = Broker(tmp_path / f"broker{len(started)}", overrides)
+        started.append(b)
+        if start:
+            b.start()
+        return b
+
+    yield make
+
+    errors = []
+    for b in started:
+        if b.alive():
+            try:
+                b.stop()
+            except AssertionError as e:
+                errors.append(str(e))
+        else:
+            b.kill()
+    call_rep = getattr(request.node, "rep_call", None)
+    if errors and call_rep is not None and call_rep.passed:
+        pytest.fail("clean shutdown failed: " + "; ".join(errors))
+
+
+@pytest.fixture
+def broker(broker_factory) -> Broker:
+    return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory, strata_starts) -> Broker:
+    """One broker shared by a module's tests (for suites that build big topics once and read
+    them several ways). Stopped with SIGTERM after the module; a failing stop fails the last
+    test's teardown."""
+    if strata_starts is not None:
+        pytest.fail(f"strata could not start a default single-node broker: {strata_starts}", pytrace=False)
+    b = Broker(tmp_path_factory.mktemp("module-broker"))
+    b.start()
+    yield b
+    if b.alive():
+        b.stop()
+    else:
+        b.kill()

@@ -1,0 +1,372 @@
+"""Admin APIs through two real admin clients: confluent-kafka's AdminClient (librdkafka) and
+kafka-python's KafkaAdminClient.
+
+Proves: CreateTopics creates topics (partitions, configs, directories on disk) and rejects
+invalid names (INVALID_TOPIC_EXCEPTION 17), existing topics (TOPIC_ALREADY_EXISTS 36), bad or
+unknown configs (INVALID_CONFIG 40), zero partitions (INVALID_PARTITIONS 37) and a replication
+factor above the number of brokers (INVALID_REPLICATION_FACTOR 38), per topic; Metadata describes
+them; DescribeConfigs shows topic overrides and defaults; AlterConfigs (replace all) and
+IncrementalAlterConfigs (SET / DELETE) take effect as DescribeConfigs then shows;
+CreatePartitions grows a topic and refuses to shrink it; DeleteTopics removes the topic and its
+files; DeleteRecords moves the log start offset, after which reads below it get
+OFFSET_OUT_OF_RANGE (1) or follow auto.offset.reset; DescribeCluster describes the single node.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                   NewPartitions, NewTopic, ResourceType)
+
+import util
+import wire
+from util import Rec, assert_records, wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def admin(broker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 4})
+
+
+def kp_admin(broker):
+    from kafka import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15_000)
+
+
+def error_code_of(fut, timeout: float = 30) -> int:
+    """0 if the future succeeds, else the Kafka error code it failed with."""
+    try:
+        fut.result(timeout=timeout)
+        return 0
+    except KafkaException as e:
+        return e.args[0].code()
+
+
+def topic_configs(a: AdminClient, topic: str) -> dict[str, ConfigEntry]:
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    return a.describe_configs([res])[res].result(timeout=30)
+
+
+# --------------------------------------------------------------------------------------------
+# confluent-kafka AdminClient
+# --------------------------------------------------------------------------------------------
+
+
+def test_confluent_create_and_describe_topic(broker):
+    a = admin(broker)
+    topic = util.unique_topic("adm")
+    futs = a.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1,
+                                     config={"retention.ms": "3600000", "segment.bytes": "1048576"})])
+    assert error_code_of(futs[topic]) == 0
+
+    md = wait_until(lambda: (m := a.list_topics(topic, timeout=5)).topics[topic].error is None and m,
+                    20, "topic in metadata")
+    t = md.topics[topic]
+    assert sorted(t.partitions) == [0, 1, 2]
+    for p in t.partitions.values():
+        assert p.leader == 0 and p.replicas == [0] and p.isrs == [0] and p.error is None, p
+    assert [b.id for b in md.brokers.values()] == [0]
+    assert md.brokers[0].host == "127.0.0.1" and md.brokers[0].port == broker.port
+    for p in range(3):
+        assert broker.partition_dir(topic, p).is_dir(), f"{topic}-{p} directory missing"
+
+    cfg = topic_configs(a, topic)
+    assert cfg["retention.ms"].value == "3600000"
+    assert cfg["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert not cfg["retention.ms"].is_default
+    assert cfg["segment.bytes"].value == "1048576"
+    # Unset keys are described with their defaults.
+    assert cfg["cleanup.policy"].value == "delete" and cfg["cleanup.policy"].is_default
+    assert "max.message.bytes" in cfg
+
+
+@pytest.mark.parametrize("bad_name", ["bad name!", "a" * 250, ".", "..", "slash/topic", "ünïcode"])
+def test_confluent_create_topic_invalid_name(broker, bad_name):
+    """Kafka topic names: 1-249 characters of [a-zA-Z0-9._-], not "." or ".."."""
+    a = admin(broker)
+    futs = a.create_topics([NewTopic(bad_name, num_partitions=1, replication_factor=1)])
+    assert error_code_of(futs[bad_name]) == KafkaError.TOPIC_EXCEPTION == wire.INVALID_TOPIC_EXCEPTION
+    assert bad_name not in a.list_topics(timeout=10).topics
+    assert not (broker.data_dir / f"{bad_name}-0").exists(), "a partition directory was created"
+
+
+def test_confluent_create_topic_errors_are_per_topic(broker):
+    a = admin(broker)
+    existing, ok = util.unique_topic("exists"), util.unique_topic("ok")
+    assert error_code_of(a.create_topics([NewTopic(existing, 1, 1)])[existing]) == 0
+    t_badcfg, t_unknowncfg = util.unique_topic("badcfg"), util.unique_topic("unkcfg")
+    t_zero, t_rf = util.unique_topic("zero"), util.unique_topic("rf")
+    futs = a.create_topics([
+        NewTopic(existing, 1, 1),
+        NewTopic(ok, 2, 1),
+        NewTopic(t_badcfg, 1, 1, config={"retention.ms": "not-a-number"}),
+        NewTopic(t_unknowncfg, 1, 1, config={"no.such.config": "1"}),
+        NewTopic(t_zero, 0, 1),
+        NewTopic(t_rf, 1, 3),
+    ])
+    assert error_code_of(futs[existing]) == KafkaError.TOPIC_ALREADY_EXISTS == wire.TOPIC_ALREADY_EXISTS
+    assert error_code_of(futs[ok]) == 0
+    assert error_code_of(futs[t_badcfg]) == KafkaError.INVALID_CONFIG == wire.INVALID_CONFIG
+    assert error_code_of(futs[t_unknowncfg]) == KafkaError.INVALID_CONFIG
+    assert error_code_of(futs[t_zero]) == KafkaError.INVALID_PARTITIONS == wire.INVALID_PARTITIONS
+    assert error_code_of(futs[t_rf]) == KafkaError.INVALID_REPLICATION_FACTOR == 38
+    topics = a.list_topics(timeout=10).topics
+    assert ok in topics and existing in topics
+    for t in (t_badcfg, t_unknowncfg, t_zero, t_rf):
+        assert t not in topics, f"{t} was created despite its error"
+
+
+def test_confluent_validate_only_creates_nothing(broker):
+    a = admin(broker)
+    topic = util.unique_topic("validate")
+    assert error_code_of(a.create_topics([NewTopic(topic, 2, 1)], validate_only=True)[topic]) == 0
+    assert topic not in a.list_topics(timeout=10).topics
+    assert not broker.partition_dir(topic, 0).exists()
+
+
+def test_confluent_incremental_and_legacy_alter_configs(broker):
+    a = admin(broker)
+    topic = util.unique_topic("alter")
+    util.create_topic(broker.bootstrap, topic, config={"cleanup.policy": "delete", "retention.ms": "600000"})
+
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "1234567", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("max.message.bytes", "2000000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE),
+    ])
+    assert error_code_of(a.incremental_alter_configs([res])[res]) == 0
+    cfg = topic_configs(a, topic)
+    assert cfg["retention.ms"].value == "1234567" and not cfg["retention.ms"].is_default
+    assert cfg["max.message.bytes"].value == "2000000"
+    assert cfg["cleanup.policy"].value == "delete" and cfg["cleanup.policy"].is_default
+
+    # Bad value: INVALID_CONFIG, and nothing changes.
+    bad = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    assert error_code_of(a.incremental_alter_configs([bad])[bad]) == wire.INVALID_CONFIG
+    assert topic_configs(a, topic)["retention.ms"].value == "1234567"
+
+    # Legacy AlterConfigs replaces the whole set: keys not named go back to their defaults.
+    legacy = ConfigResource(ResourceType.TOPIC, topic, set_config={"retention.ms": "7654321"})
+    with pytest.warns(DeprecationWarning):
+        fut = a.alter_configs([legacy])[legacy]
+    assert error_code_of(fut) == 0
+    cfg = topic_configs(a, topic)
+    assert cfg["retention.ms"].value == "7654321"
+    assert cfg["max.message.bytes"].is_default, cfg["max.message.bytes"]
+
+    missing = ConfigResource(ResourceType.TOPIC, util.unique_topic("missing"), incremental_configs=[
+        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    assert error_code_of(a.incremental_alter_configs([missing])[missing]) == wire.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_confluent_describe_broker_configs(broker):
+    a = admin(broker)
+    res = ConfigResource(ResourceType.BROKER, "0")
+    cfg = a.describe_configs([res])[res].result(timeout=30)
+    assert cfg, "no broker configs described"
+    assert "log.dirs" in cfg or "log.dir" in cfg, sorted(cfg)[:50]
+
+
+def test_confluent_create_partitions(broker):
+    a = admin(broker)
+    topic = util.unique_topic("grow")
+    util.create_topic(broker.bootstrap, topic, partitions=1)
+    assert error_code_of(a.create_partitions([NewPartitions(topic, 3)])[topic]) == 0
+    wait_until(lambda: len(a.list_topics(topic, timeout=5).topics[topic].partitions) == 3, 20, "3 partitions")
+    assert broker.partition_dir(topic, 2).is_dir()
+    recs = [Rec(b"k", b"to partition 2", partition=2)]
+    util.confluent_produce(broker.bootstrap, topic, recs)
+    assert_records(recs, util.confluent_read(broker.bootstrap, topic, 2, 1))
+    # Shrinking or keeping the count is refused.
+    assert error_code_of(a.create_partitions([NewPartitions(topic, 2)])[topic]) == wire.INVALID_PARTITIONS
+    assert error_code_of(a.create_partitions([NewPartitions(topic, 3)])[topic]) == wire.INVALID_PARTITIONS
+    missing = util.unique_topic("missing")
+    assert error_code_of(a.create_partitions([NewPartitions(missing, 2)])[missing]) == wire.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_confluent_delete_topic(broker):
+    a = admin(broker)
+    topic = util.unique_topic("del")
+    util.create_topic(broker.bootstrap, topic, partitions=2)
+    util.confluent_produce(broker.bootstrap, topic, util.make_records(200, topic))
+    assert broker.partition_dir(topic, 0).is_dir()
+    assert error_code_of(a.delete_topics([topic], operation_timeout=10)[topic]) == 0
+    wait_until(lambda: topic not in a.list_topics(timeout=5).topics, 20, "topic gone from metadata")
+    # Files go (Kafka renames to <topic>-<p>.<id>-delete and removes them asynchronously).
+    wait_until(lambda: not any(p.name.startswith(f"{topic}-") for p in broker.data_dir.iterdir()),
+               30, f"{topic} partition directories removed")
+    missing = util.unique_topic("missing")
+    assert error_code_of(a.delete_topics([missing])[missing]) == wire.UNKNOWN_TOPIC_OR_PARTITION
+    # The name can be reused, and the new topic starts empty at offset 0.
+    util.create_topic(broker.bootstrap, topic, partitions=1)
+    assert util.watermarks(broker.bootstrap, topic) == (0, 0)
+
+
+def test_confluent_delete_records(broker):
+    a = admin(broker)
+    b, topic = broker.bootstrap, util.unique_topic("delrec")
+    util.create_topic(b, topic)
+    recs = util.make_records(100, topic)
+    util.confluent_produce(b, topic, recs[:50])
+    util.confluent_produce(b, topic, recs[50:], codec="gzip")
+    res = a.delete_records([TopicPartition(topic, 0, 40)])
+    deleted = list(res.values())[0].result(timeout=30)
+    assert deleted.low_watermark == 40
+    assert util.watermarks(b, topic) == (40, 100)
+    # Reading from 40 gives the rest; reading from below it is out of range.
+    assert_records(recs[40:], util.confluent_read(b, topic, 0, 60, start_offset=40), start_offset=40)
+    assert_records(recs[40:], util.confluent_read(b, topic, 0, 60, start_offset=10,
+                                                  extra={"auto.offset.reset": "earliest"}), start_offset=40)
+    with pytest.raises(AssertionError, match="(?i)out of range|offset_out_of_range|reset"):
+        util.confluent_read(b, topic, 0, 1, start_offset=5, timeout=10)
+    # ListOffsets EARLIEST reports the new log start offset to other clients too.
+    out = util.kafkajs_offsets(b, topic)
+    assert out["offsets"][0]["low"] == "40" and out["offsets"][0]["high"] == "100", out
+    # Beyond the high watermark: OFFSET_OUT_OF_RANGE; -1 means "up to the high watermark".
+    bad = a.delete_records([TopicPartition(topic, 0, 1000)])
+    assert error_code_of(list(bad.values())[0]) == wire.OFFSET_OUT_OF_RANGE
+    all_ = a.delete_records([TopicPartition(topic, 0, -1)])
+    assert list(all_.values())[0].result(timeout=30).low_watermark == 100
+    assert util.watermarks(b, topic) == (100, 100)
+
+
+def test_delete_records_fetch_below_start_is_offset_out_of_range(broker):
+    """kafka-python with auto_offset_reset='none' surfaces the broker's OFFSET_OUT_OF_RANGE."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    from kafka.errors import OffsetOutOfRangeError
+
+    b, topic = broker.bootstrap, util.unique_topic("oor")
+    util.create_topic(b, topic)
+    util.confluent_produce(b, topic, util.make_records(30, topic))
+    admin(broker).delete_records([TopicPartition(topic, 0, 20)])
+    wait_until(lambda: util.watermarks(b, topic)[0] == 20, 10, "log start offset 20")
+    c = KafkaConsumer(bootstrap_servers=b, group_id=None, enable_auto_commit=False, auto_offset_reset="none")
+    try:
+        tp = KTP(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 3)
+        with pytest.raises(OffsetOutOfRangeError):
+            for _ in range(40):
+                c.poll(timeout_ms=250)
+    finally:
+        c.close()
+
+
+def test_confluent_describe_cluster(broker):
+    a = admin(broker)
+    d = a.describe_cluster(request_timeout=10).result(timeout=30)
+    assert d.cluster_id, "empty cluster id"
+    assert [n.id for n in d.nodes] == [0]
+    assert d.nodes[0].host == "127.0.0.1" and d.nodes[0].port == broker.port
+    assert d.controller is not None and d.controller.id == 0
+    # The cluster id is stable across a restart on the same data dir (meta.properties).
+    broker.stop()
+    broker.start()
+    assert admin(broker).describe_cluster().result(timeout=30).cluster_id == d.cluster_id
+
+
+# --------------------------------------------------------------------------------------------
+# kafka-python KafkaAdminClient
+# --------------------------------------------------------------------------------------------
+
+
+def _kp_codes(result: dict) -> dict[str, int]:
+    return {t["name"]: t["error_code"] for t in result["topics"]}
+
+
+def test_kafka_python_create_describe_delete(broker):
+    a = kp_admin(broker)
+    try:
+        topic = util.unique_topic("kpadm")
+        res = a.create_topics({topic: {"num_partitions": 2, "replication_factor": 1,
+                                       "configs": {"retention.ms": "86400000"}}})
+        assert _kp_codes(res) == {topic: 0}, res
+        wait_until(lambda: topic in a.list_topics(), 20, "topic listed")
+        (desc,) = a.describe_topics([topic])
+        assert desc["error_code"] == 0 and len(desc["partitions"]) == 2, desc
+        assert all(p["leader_id"] == 0 for p in desc["partitions"]), desc
+
+        names = {"bad name!": wire.INVALID_TOPIC_EXCEPTION, topic: wire.TOPIC_ALREADY_EXISTS}
+        res = a.create_topics({n: {"num_partitions": 1, "replication_factor": 1} for n in names},
+                              raise_errors=False)
+        assert _kp_codes(res) == names, res
+        t_cfg, t_zero = util.unique_topic("kpbadcfg"), util.unique_topic("kpzero")
+        res = a.create_topics({t_cfg: {"num_partitions": 1, "replication_factor": 1,
+                                       "configs": {"segment.bytes": "-5"}},
+                               t_zero: {"num_partitions": 0, "replication_factor": 1}}, raise_errors=False)
+        assert _kp_codes(res) == {t_cfg: wire.INVALID_CONFIG, t_zero: wire.INVALID_PARTITIONS}, res
+
+        res = a.delete_topics([topic])
+        assert {t["name"]: t["error_code"] for t in res["topics"]} == {topic: 0}, res
+        wait_until(lambda: topic not in a.list_topics(), 20, "topic gone")
+        wait_until(lambda: not any(p.name.startswith(f"{topic}-") for p in broker.data_dir.iterdir()),
+                   30, "partition directories removed")
+    finally:
+        a.close()
+
+
+def test_kafka_python_configs(broker):
+    from kafka.admin import AlterConfigOp, ConfigResource as KConfigResource, ConfigResourceType
+
+    a = kp_admin(broker)
+    try:
+        topic = util.unique_topic("kpcfg")
+        util.create_topic(broker.bootstrap, topic, config={"retention.ms": "500000"})
+
+        def describe() -> dict:
+            res = a.describe_configs([KConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+            return res["topic"][topic]
+
+        cfg = describe()
+        assert cfg["retention.ms"]["value"] == "500000", cfg["retention.ms"]
+        assert cfg["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert cfg["segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
+
+        a.alter_configs([KConfigResource(ConfigResourceType.TOPIC, topic,
+                                         configs={"retention.ms": "999999",
+                                                  "segment.ms": "3600000"})], incremental=True)
+        cfg = describe()
+        assert cfg["retention.ms"]["value"] == "999999" and cfg["segment.ms"]["value"] == "3600000"
+
+        a.alter_configs([KConfigResource(ConfigResourceType.TOPIC, topic,
+                                         configs={"segment.ms": (AlterConfigOp.DELETE, None)})], incremental=True)
+        cfg = describe()
+        assert cfg["segment.ms"]["config_source"] == "DEFAULT_CONFIG", cfg["segment.ms"]
+        assert cfg["retention.ms"]["value"] == "999999"
+
+        # Non-incremental AlterConfigs (the client re-sends the other modified keys itself).
+        a.alter_configs([KConfigResource(ConfigResourceType.TOPIC, topic,
+                                         configs={"retention.ms": "111111"})], incremental=False)
+        assert describe()["retention.ms"]["value"] == "111111"
+    finally:
+        a.close()
+
+
+def test_kafka_python_partitions_records_cluster(broker):
+    from kafka import TopicPartition as KTP
+
+    a = kp_admin(broker)
+    try:
+        topic = util.unique_topic("kpparts")
+        util.create_topic(broker.bootstrap, topic, partitions=1)
+        a.create_partitions({topic: 4})
+        wait_until(lambda: len(a.describe_topics([topic])[0]["partitions"]) == 4, 20, "4 partitions")
+        res = a.create_partitions({topic: 2}, raise_errors=False)
+        assert [r.error_code for r in res.results] == [wire.INVALID_PARTITIONS], res
+
+        util.confluent_produce(broker.bootstrap, topic, util.make_records(50, topic))
+        out = a.delete_records({KTP(topic, 0): 25})
+        assert out[KTP(topic, 0)]["low_watermark"] == 25, out
+        assert util.watermarks(broker.bootstrap, topic) == (25, 50)
+
+        d = a.describe_cluster()
+        assert d["cluster_id"], d
+        assert [n["broker_id"] for n in d["brokers"]] == [0], d
+        assert d["controller_id"] == 0, d
+    finally:
+        a.close()
