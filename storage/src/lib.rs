@@ -1,1 +1,92 @@
-//! Strata storage.
+//! Strata storage: each topic-partition is a [`Log`] of segments on disk, in Apache
+//! Kafka's layout and vocabulary, so a Kafka engineer finds every concept by its name.
+//!
+//! # On disk
+//!
+//! ```text
+//! <log.dirs>/.strata_cleanshutdown                     written by LogManager::close_all
+//! <log.dirs>/<topic>-<partition>/00000000000000000000.log        batches, appended, read by pread
+//!                                00000000000000000000.index      offset -> position (8-byte entries, mmapped)
+//!                                00000000000000000000.timeindex  timestamp -> offset (12-byte entries, mmapped)
+//!                                log-start-offset-checkpoint     raised by DeleteRecords
+//! ```
+//!
+//! Segment files are named by their 20-digit zero-padded base offset. Indexes are sparse
+//! (one entry every `index.interval.bytes`), big-endian like Kafka's, preallocated to
+//! `segment.index.bytes` while active and trimmed on roll and close. Log data is never
+//! memory-mapped.
+//!
+//! # API
+//!
+//! ```text
+//! LogConfig { segment_bytes, segment_ms, retention_ms, retention_bytes, index_interval_bytes,
+//!             segment_index_bytes, max_message_bytes, flush_interval_messages, flush_interval_ms,
+//!             message_timestamp_type, file_delete_delay_ms, max_uncompressed_batch_bytes }
+//!     Default = Kafka's defaults; validate() -> Result<()>
+//!
+//! Log (Send + Sync, share as Arc<Log>)
+//!   open(root: &Path, topic: &str, partition: i32, config: LogConfig, clean_shutdown: bool, now_ms: i64) -> Result<Log>
+//!   append(&self, records: Bytes, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo>
+//!   append_with_origin(&self, records: Bytes, leader_epoch: i32, origin: AppendOrigin, now_ms: i64) -> Result<AppendInfo>
+//!   append_as_follower(&self, records: Bytes) -> Result<AppendInfo>
+//!   read(&self, start_offset: i64, max_bytes: usize, max_offset: i64, min_one_batch: bool) -> Result<LogReadInfo>
+//!   offset_for_timestamp(&self, timestamp: i64) -> Result<Option<TimestampAndOffset>>
+//!   max_timestamp(&self) -> Result<Option<TimestampAndOffset>>
+//!   delete_records_before(&self, offset: i64) -> Result<i64>          // new log start offset
+//!   truncate_to(&self, offset: i64) -> Result<()>
+//!   apply_retention(&self, now_ms: i64) -> Result<usize>               // segments deleted
+//!   roll(&self) -> Result<()>;  flush(&self) -> Result<()>;  maybe_flush(&self, now_ms: i64) -> Result<()>
+//!   close(&self) -> Result<()>;  delete(&self) -> Result<()>
+//!   update_config(&self, LogConfig) -> Result<()>;  config(&self) -> Arc<LogConfig>
+//!   log_start_offset(&self) -> i64;  log_end_offset(&self) -> i64
+//!   size_in_bytes(&self) -> u64;  num_segments(&self) -> usize;  segment_base_offsets(&self) -> Vec<i64>
+//!   topic(&self) -> &str;  partition(&self) -> i32;  dir(&self) -> &Path
+//!
+//! AppendInfo { first_offset, last_offset, log_append_time, log_start_offset, max_timestamp,
+//!              offset_of_max_timestamp, valid_bytes, batches: Vec<BatchInfo> }
+//! BatchInfo { base_offset, last_offset, producer_id, producer_epoch, base_sequence, last_sequence,
+//!             is_transactional, is_control, end_txn_marker, max_timestamp, size_in_bytes }
+//! LogReadInfo { records: FileSlice, log_start_offset, log_end_offset }
+//! FileSlice: file() -> &Arc<File>, position() -> u64, len() -> u32, read_bytes() -> io::Result<Bytes>
+//! TimestampAndOffset { timestamp, offset }
+//!
+//! LogManager (Send + Sync)
+//!   open(root: &Path, default_config: LogConfig, now_ms: i64) -> Result<LogManager>
+//!   get_or_create(&self, topic, partition, config, now_ms) -> Result<Arc<Log>>
+//!   get(&self, topic, partition) -> Option<Arc<Log>>;  remove(&self, topic, partition) -> Result<bool>
+//!   all(&self) -> Vec<Arc<Log>>;  close_all(&self) -> Result<()>;  had_clean_shutdown(&self) -> bool
+//! ```
+//!
+//! # Guarantees
+//!
+//! - Offsets are dense and increasing for leader appends; `log_start_offset <= log_end_offset`.
+//! - A leader append is all-or-nothing: every batch is validated before any byte is written.
+//! - Reads return whole batches from one segment, starting with the batch containing the
+//!   requested offset.
+//! - Recovery after an unclean shutdown re-reads the active segment (length, offsets, CRC),
+//!   truncates a torn tail and rebuilds its indexes; any segment whose indexes are missing or
+//!   fail a sanity check is rebuilt too. Older segments are trusted otherwise: a process kill
+//!   keeps the page cache, and durability against machine loss comes from replication, as
+//!   in Kafka with its default flush settings.
+//!
+//! # Not yet
+//!
+//! Producer state (idempotence), the transaction index, the leader epoch cache and log
+//! compaction build on [`AppendInfo`] and are not implemented here yet.
+
+mod checkpoint;
+mod config;
+mod error;
+mod file_slice;
+mod index;
+mod log;
+mod manager;
+mod segment;
+
+pub use config::LogConfig;
+pub use error::{IoOp, Result, StorageError};
+pub use file_slice::FileSlice;
+pub use log::{AppendInfo, AppendOrigin, BatchInfo, Log, LogReadInfo};
+pub use manager::{parse_partition_dir, LogManager, CLEAN_SHUTDOWN_FILE};
+pub use segment::TimestampAndOffset;
+pub use strata_protocol::records::TimestampType;

@@ -1,0 +1,73 @@
+//! Small durable files: the per-partition log start offset checkpoint.
+//!
+//! Kafka keeps one `log-start-offset-checkpoint` per log dir; Strata keeps one per
+//! partition directory so that a log owns all of its state and no cross-partition lock is
+//! needed. The format mirrors Kafka's checkpoint files: a version line, then the value.
+//! Writes go to a temporary file that is fsynced and renamed over the old one.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{IoOp, Result, StorageError};
+
+/// File name of the log start offset checkpoint inside a partition directory.
+pub(crate) const LOG_START_OFFSET_FILE: &str = "log-start-offset-checkpoint";
+const VERSION: &str = "0";
+
+/// Reads the checkpoint; `None` if it is missing or unreadable (then the first segment's
+/// base offset is the log start offset, which is always safe).
+pub(crate) fn read_log_start_offset(dir: &Path) -> Option<i64> {
+    let path = dir.join(LOG_START_OFFSET_FILE);
+    let text = std::fs::read_to_string(&path).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != VERSION {
+        tracing::warn!(path = %path.display(), "unknown log start offset checkpoint version, ignoring");
+        return None;
+    }
+    match lines.next()?.trim().parse::<i64>() {
+        Ok(offset) if offset >= 0 => Some(offset),
+        _ => {
+            tracing::warn!(path = %path.display(), "malformed log start offset checkpoint, ignoring");
+            None
+        }
+    }
+}
+
+/// Durably replaces the checkpoint with `offset`.
+pub(crate) fn write_log_start_offset(dir: &Path, offset: i64) -> Result<()> {
+    let path = dir.join(LOG_START_OFFSET_FILE);
+    let tmp = dir.join(format!("{LOG_START_OFFSET_FILE}.tmp"));
+    let write = |file: &mut File| -> std::io::Result<()> {
+        file.write_all(format!("{VERSION}\n{offset}\n").as_bytes())?;
+        file.sync_all()
+    };
+    let mut file = File::create(&tmp).map_err(|e| StorageError::io(IoOp::Open, &tmp, 0, e))?;
+    write(&mut file).map_err(|e| StorageError::io(IoOp::Write, &tmp, 0, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| StorageError::io(IoOp::Rename, &tmp, 0, e))?;
+    sync_dir(dir)
+}
+
+/// fsyncs a directory so a rename or create in it is durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::io(IoOp::Sync, dir, 0, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_log_start_offset(dir.path()), None);
+        write_log_start_offset(dir.path(), 42).unwrap();
+        assert_eq!(read_log_start_offset(dir.path()), Some(42));
+        std::fs::write(dir.path().join(LOG_START_OFFSET_FILE), "0\nnope\n").unwrap();
+        assert_eq!(read_log_start_offset(dir.path()), None);
+        std::fs::write(dir.path().join(LOG_START_OFFSET_FILE), "7\n1\n").unwrap();
+        assert_eq!(read_log_start_offset(dir.path()), None);
+    }
+}

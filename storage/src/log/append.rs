@@ -1,0 +1,389 @@
+//! Appends: leader appends validate batches and assign offsets; follower appends keep the
+//! offsets the leader assigned.
+
+use bytes::{Bytes, BytesMut};
+use strata_protocol::records::{
+    EndTxnMarker, RecordBatchHeader, RecordBatchMut, RecordBatches, RecordsError, TimestampType,
+};
+
+use super::{Log, LogInner};
+use crate::config::LogConfig;
+use crate::error::{Result, StorageError};
+use crate::segment::BatchMeta;
+
+/// Who is appending through the leader path, which decides what batches may contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AppendOrigin {
+    /// A producer: control batches are refused.
+    #[default]
+    Client,
+    /// The broker's transaction coordinator writing COMMIT/ABORT markers: control
+    /// batches are allowed.
+    Coordinator,
+}
+
+/// What was appended for one batch, so producer state (idempotence, transactions) can
+/// be layered on top of the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchInfo {
+    /// Offset assigned to the first record.
+    pub base_offset: i64,
+    /// Offset of the last record.
+    pub last_offset: i64,
+    /// Producer id, -1 if none.
+    pub producer_id: i64,
+    /// Producer epoch, -1 if none.
+    pub producer_epoch: i16,
+    /// First sequence, -1 if none.
+    pub base_sequence: i32,
+    /// Last sequence (wrapping), -1 if none.
+    pub last_sequence: i32,
+    /// Part of a transaction.
+    pub is_transactional: bool,
+    /// A control batch (transaction marker).
+    pub is_control: bool,
+    /// The COMMIT/ABORT marker of a control batch.
+    pub end_txn_marker: Option<EndTxnMarker>,
+    /// Max timestamp as stored.
+    pub max_timestamp: i64,
+    /// Size of the batch in bytes.
+    pub size_in_bytes: usize,
+}
+
+/// Result of an append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first appended record; -1 if nothing was appended.
+    pub first_offset: i64,
+    /// Offset of the last appended record; -1 if nothing was appended.
+    pub last_offset: i64,
+    /// The broker time stamped on the batches under LogAppendTime, else -1 (what the
+    /// Produce response returns).
+    pub log_append_time: i64,
+    /// Log start offset after the append.
+    pub log_start_offset: i64,
+    /// Largest timestamp among the appended batches (-1 if none).
+    pub max_timestamp: i64,
+    /// Base offset of the batch holding `max_timestamp`.
+    pub offset_of_max_timestamp: i64,
+    /// Bytes appended.
+    pub valid_bytes: usize,
+    /// Per-batch details, in order.
+    pub batches: Vec<BatchInfo>,
+}
+
+/// A batch of the request that passed validation, located by byte range.
+#[derive(Debug)]
+struct CheckedBatch {
+    start: usize,
+    header: RecordBatchHeader,
+    /// Largest record timestamp (what a CreateTime max timestamp must be).
+    records_max_timestamp: i64,
+    end_txn_marker: Option<EndTxnMarker>,
+}
+
+fn parse_error(batch_index: usize, source: RecordsError) -> StorageError {
+    match source {
+        RecordsError::InvalidMagic(_) => StorageError::InvalidRecord {
+            batch_index,
+            reason: "record batch magic is not 2",
+        },
+        source => StorageError::CorruptRecord {
+            batch_index,
+            source,
+        },
+    }
+}
+
+/// Full leader-side validation of every batch, done before taking the log lock.
+fn validate_for_leader(
+    records: &Bytes,
+    config: &LogConfig,
+    origin: AppendOrigin,
+) -> Result<Vec<CheckedBatch>> {
+    let mut checked = Vec::new();
+    let mut batches = RecordBatches::new(records.clone());
+    let mut batch_index = 0;
+    while let Some(batch) = batches.next() {
+        let batch = batch.map_err(|e| parse_error(batch_index, e))?;
+        let start = batches.position() - batch.size_in_bytes();
+        if batch.size_in_bytes() > config.max_message_bytes as usize {
+            return Err(StorageError::RecordTooLarge {
+                size: batch.size_in_bytes(),
+                max: config.max_message_bytes,
+            });
+        }
+        batch
+            .validate_crc()
+            .map_err(|source| StorageError::CorruptRecord {
+                batch_index,
+                source,
+            })?;
+        let header = batch.header();
+        let invalid = |reason| StorageError::InvalidRecord {
+            batch_index,
+            reason,
+        };
+        if header.records_count <= 0 {
+            return Err(invalid("batch has no records"));
+        }
+        if i64::from(header.last_offset_delta) != i64::from(header.records_count) - 1 {
+            return Err(invalid("record count disagrees with the last offset delta"));
+        }
+        if header.is_control() && origin == AppendOrigin::Client {
+            return Err(invalid("clients may not write control batches"));
+        }
+        if header.producer_id >= 0 && header.base_sequence < 0 && !header.is_control() {
+            return Err(invalid("idempotent batch without a base sequence"));
+        }
+        if header.is_transactional() && header.producer_id < 0 {
+            return Err(invalid("transactional batch without a producer id"));
+        }
+        let malformed = |source| StorageError::MalformedRecords {
+            batch_index,
+            source,
+        };
+        let mut records_max_timestamp = i64::MIN;
+        let mut end_txn_marker = None;
+        for (i, record) in batch
+            .records(config.max_uncompressed_batch_bytes)
+            .map_err(malformed)?
+            .enumerate()
+        {
+            let record = record.map_err(malformed)?;
+            if i64::from(record.offset_delta) != i as i64 {
+                return Err(invalid("record offset deltas are not consecutive"));
+            }
+            records_max_timestamp = records_max_timestamp.max(record.timestamp);
+            if header.is_control() && i == 0 {
+                end_txn_marker = EndTxnMarker::from_record(&record).map_err(malformed)?;
+            }
+        }
+        checked.push(CheckedBatch {
+            start,
+            header,
+            records_max_timestamp,
+            end_txn_marker,
+        });
+        batch_index += 1;
+    }
+    Ok(checked)
+}
+
+/// Returns `records` as a mutable buffer, copying only if the memory is shared.
+fn into_mut(records: Bytes) -> BytesMut {
+    records
+        .try_into_mut()
+        .unwrap_or_else(|shared| BytesMut::from(&shared[..]))
+}
+
+fn batch_info(header: &RecordBatchHeader, end_txn_marker: Option<EndTxnMarker>) -> BatchInfo {
+    let last_sequence = if header.base_sequence < 0 {
+        -1
+    } else {
+        ((i64::from(header.base_sequence) + i64::from(header.last_offset_delta))
+            % (i64::from(i32::MAX) + 1)) as i32
+    };
+    BatchInfo {
+        base_offset: header.base_offset,
+        last_offset: header.last_offset(),
+        producer_id: header.producer_id,
+        producer_epoch: header.producer_epoch,
+        base_sequence: header.base_sequence,
+        last_sequence,
+        is_transactional: header.is_transactional(),
+        is_control: header.is_control(),
+        end_txn_marker,
+        max_timestamp: header.max_timestamp,
+        size_in_bytes: header.size_in_bytes(),
+    }
+}
+
+impl Log {
+    /// Appends batches from a producer as the partition leader.
+    ///
+    /// `records` holds one or more v2 batches as sent. Each is validated (magic, length,
+    /// CRC -> `CorruptRecord`; size over `max.message.bytes` -> `RecordTooLarge`; counts,
+    /// offset deltas and producer fields -> `InvalidRecord`/`MalformedRecords`). The
+    /// producer's base offsets are ignored: dense offsets from the log end are written
+    /// into the headers along with `leader_epoch`. The bytes are otherwise stored as
+    /// sent; only LogAppendTime (or a wrong CreateTime max timestamp) rewrites the max
+    /// timestamp and CRC. Nothing is appended unless every batch is valid.
+    pub fn append(&self, records: Bytes, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
+        self.append_with_origin(records, leader_epoch, AppendOrigin::Client, now_ms)
+    }
+
+    /// [`Log::append`] with an explicit origin, so the broker can write transaction
+    /// markers (`AppendOrigin::Coordinator`).
+    pub fn append_with_origin(
+        &self,
+        records: Bytes,
+        leader_epoch: i32,
+        origin: AppendOrigin,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        let config = self.config();
+        let checked = validate_for_leader(&records, &config, origin)?;
+        if records.len() as u64 > config.segment_bytes {
+            return Err(StorageError::RecordSetTooLarge {
+                size: records.len(),
+                segment_bytes: config.segment_bytes,
+            });
+        }
+        let log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        inner.observe_now(now_ms);
+        if checked.is_empty() {
+            return Ok(self.empty_append_info(&inner));
+        }
+
+        // Assign offsets and patch headers; copy the request buffer only if it is shared.
+        let mut next_offset = inner.log_end_offset();
+        let mut buf = into_mut(records);
+        let mut infos = Vec::with_capacity(checked.len());
+        let mut metas = Vec::with_capacity(checked.len());
+        for (batch_index, batch) in checked.iter().enumerate() {
+            let size = batch.header.size_in_bytes();
+            let mut view = RecordBatchMut::new(&mut buf[batch.start..batch.start + size]).map_err(
+                |source| StorageError::CorruptRecord {
+                    batch_index,
+                    source,
+                },
+            )?;
+            view.set_base_offset(next_offset);
+            view.set_partition_leader_epoch(leader_epoch);
+            if log_append_time {
+                view.set_max_timestamp_and_log_append_time(now_ms);
+            } else {
+                view.set_max_timestamp(TimestampType::CreateTime, batch.records_max_timestamp);
+            }
+            let header = RecordBatchHeader::parse(&buf[batch.start..batch.start + size]).map_err(
+                |source| StorageError::CorruptRecord {
+                    batch_index,
+                    source,
+                },
+            )?;
+            debug_assert_eq!(header.base_offset, next_offset);
+            next_offset = header.next_offset();
+            metas.push(BatchMeta::from(&header));
+            infos.push(batch_info(&header, batch.end_txn_marker));
+        }
+        let data = buf.freeze();
+        let mut info = self.write_batches(&mut inner, &config, &data, metas, infos, now_ms)?;
+        info.log_append_time = if log_append_time { now_ms } else { -1 };
+        Ok(info)
+    }
+
+    /// Appends batches replicated from the leader, keeping their offsets.
+    ///
+    /// Batches are checked for length, magic and CRC only (the leader validated the
+    /// rest). The first base offset must be >= the log end offset and offsets must grow
+    /// from batch to batch (gaps are allowed, as compacted leaders produce them);
+    /// otherwise `UnexpectedAppendOffset`, and the follower must truncate first.
+    pub fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo> {
+        let mut headers = Vec::new();
+        for batch in RecordBatches::new(records.clone()) {
+            let batch_index = headers.len();
+            let batch = batch.map_err(|e| parse_error(batch_index, e))?;
+            batch
+                .validate_crc()
+                .map_err(|source| StorageError::CorruptRecord {
+                    batch_index,
+                    source,
+                })?;
+            headers.push(batch.header());
+        }
+        let config = self.config();
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        if headers.is_empty() {
+            return Ok(self.empty_append_info(&inner));
+        }
+        let mut expected = inner.log_end_offset();
+        for header in &headers {
+            if header.base_offset < expected || header.last_offset() < header.base_offset {
+                return Err(StorageError::UnexpectedAppendOffset {
+                    offset: header.base_offset,
+                    log_end_offset: expected,
+                });
+            }
+            expected = header.next_offset();
+        }
+        let metas = headers.iter().map(BatchMeta::from).collect();
+        let infos = headers.iter().map(|h| batch_info(h, None)).collect();
+        let now_ms = inner.last_seen_ms;
+        self.write_batches(&mut inner, &config, &records, metas, infos, now_ms)
+    }
+
+    fn empty_append_info(&self, inner: &LogInner) -> AppendInfo {
+        AppendInfo {
+            first_offset: -1,
+            last_offset: -1,
+            log_append_time: -1,
+            log_start_offset: inner.log_start_offset,
+            max_timestamp: -1,
+            offset_of_max_timestamp: -1,
+            valid_bytes: 0,
+            batches: Vec::new(),
+        }
+    }
+
+    /// Rolls if needed, writes `data` to the active segment, updates counters, flushes
+    /// per `flush.messages`, and publishes the new log end offset.
+    fn write_batches(
+        &self,
+        inner: &mut LogInner,
+        config: &LogConfig,
+        data: &[u8],
+        metas: Vec<BatchMeta>,
+        infos: Vec<BatchInfo>,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        let (Some(first), Some(last)) = (metas.first(), metas.last()) else {
+            return Ok(self.empty_append_info(inner));
+        };
+        let (first_offset, last_offset) = (first.base_offset, last.last_offset);
+        let mut max_timestamp = -1;
+        let mut offset_of_max_timestamp = -1;
+        for meta in &metas {
+            if meta.max_timestamp > max_timestamp {
+                max_timestamp = meta.max_timestamp;
+                offset_of_max_timestamp = meta.base_offset;
+            }
+        }
+        if inner.active().should_roll(
+            config,
+            data.len() as u64,
+            max_timestamp,
+            last_offset,
+            now_ms,
+        ) {
+            self.roll_locked(inner, config)?;
+        }
+        debug_assert!(
+            first_offset >= inner.log_end_offset(),
+            "offsets must not go backwards"
+        );
+        inner.active_mut().append(data, &metas)?;
+        let records: u64 = metas
+            .iter()
+            .map(|m| (m.last_offset - m.base_offset + 1) as u64)
+            .sum();
+        inner.unflushed_messages = inner.unflushed_messages.saturating_add(records);
+        if inner.unflushed_messages >= config.flush_interval_messages {
+            Self::flush_locked(inner)?;
+        }
+        self.publish(inner);
+        Ok(AppendInfo {
+            first_offset,
+            last_offset,
+            log_append_time: -1,
+            log_start_offset: inner.log_start_offset,
+            max_timestamp,
+            offset_of_max_timestamp,
+            valid_bytes: data.len(),
+            batches: infos,
+        })
+    }
+}

@@ -1,0 +1,314 @@
+//! Rolling, flushing, retention, DeleteRecords, truncation, close and delete.
+
+use std::collections::BTreeMap;
+
+use super::{Log, LogInner, PendingDelete};
+use crate::checkpoint;
+use crate::config::LogConfig;
+use crate::error::{IoOp, Result, StorageError};
+use crate::segment::{remove_if_exists, LogSegment};
+
+impl Log {
+    /// Starts a new active segment at the log end offset (no-op if the active segment is
+    /// empty). The old one gets its final time index entry and trimmed indexes.
+    pub fn roll(&self) -> Result<()> {
+        let config = self.config();
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        self.roll_locked(&mut inner, &config)?;
+        self.publish(&inner);
+        Ok(())
+    }
+
+    pub(super) fn roll_locked(&self, inner: &mut LogInner, config: &LogConfig) -> Result<()> {
+        if inner.active().is_empty() {
+            return Ok(());
+        }
+        let new_base = inner.log_end_offset();
+        inner.active_mut().on_become_inactive()?;
+        let segment = LogSegment::create(&self.dir, new_base, config, inner.last_seen_ms)?;
+        tracing::debug!(topic = %self.topic, partition = self.partition, base_offset = new_base, "rolled segment");
+        inner.segments.insert(new_base, segment);
+        Ok(())
+    }
+
+    /// fsyncs every segment with unflushed appends.
+    pub fn flush(&self) -> Result<()> {
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        Self::flush_locked(&mut inner)
+    }
+
+    pub(super) fn flush_locked(inner: &mut LogInner) -> Result<()> {
+        for segment in inner.segments.values_mut() {
+            segment.flush()?;
+        }
+        inner.unflushed_messages = 0;
+        inner.last_flush_ms = inner.last_seen_ms;
+        Ok(())
+    }
+
+    /// Flushes if `flush.ms` has passed since the last flush, and removes deleted segment
+    /// files whose `file.delete.delay.ms` has passed. Meant to be called periodically.
+    pub fn maybe_flush(&self, now_ms: i64) -> Result<()> {
+        let config = self.config();
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        inner.observe_now(now_ms);
+        Self::remove_due_files(&mut inner, now_ms)?;
+        if inner.unflushed_messages > 0
+            && now_ms.saturating_sub(inner.last_flush_ms) >= config.flush_interval_ms
+        {
+            Self::flush_locked(&mut inner)?;
+            inner.last_flush_ms = now_ms;
+        }
+        Ok(())
+    }
+
+    /// Deletes the oldest segments by `retention.ms` (segment's largest timestamp older
+    /// than that) and then by `retention.bytes` (while the log stays above the limit
+    /// without the segment). The active segment counts too when it has data: if every
+    /// segment is deletable the log rolls first, as Kafka does, so one (empty) segment
+    /// always remains. Returns the number of segments deleted.
+    pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
+        let config = self.config();
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        inner.observe_now(now_ms);
+        Self::remove_due_files(&mut inner, now_ms)?;
+        let mut deleted = 0;
+        if config.retention_ms >= 0 {
+            let mut expired = Vec::new();
+            for segment in inner.segments.values() {
+                expired.push(
+                    now_ms.saturating_sub(segment.largest_timestamp_for_retention()?)
+                        > config.retention_ms,
+                );
+            }
+            let mut flags = expired.into_iter();
+            deleted += self
+                .delete_oldest_segments(&mut inner, &config, |_| flags.next().unwrap_or(false))?;
+        }
+        if config.retention_bytes >= 0 {
+            let total: u64 = inner.segments.values().map(LogSegment::size).sum();
+            let mut excess = i128::from(total) - i128::from(config.retention_bytes);
+            deleted += self.delete_oldest_segments(&mut inner, &config, |segment| {
+                let size = i128::from(segment.size());
+                if excess - size >= 0 {
+                    excess -= size;
+                    true
+                } else {
+                    false
+                }
+            })?;
+        }
+        self.publish(&inner);
+        Ok(deleted)
+    }
+
+    /// Deletes the longest prefix of segments matching `predicate` (an empty active
+    /// segment never matches), rolling first when that prefix is every segment.
+    fn delete_oldest_segments(
+        &self,
+        inner: &mut LogInner,
+        config: &LogConfig,
+        mut predicate: impl FnMut(&LogSegment) -> bool,
+    ) -> Result<usize> {
+        let count = inner.segments.len();
+        let mut deletable = Vec::new();
+        for (i, (base, segment)) in inner.segments.iter().enumerate() {
+            let is_active = i + 1 == count;
+            if (is_active && segment.is_empty()) || !predicate(segment) {
+                break;
+            }
+            deletable.push(*base);
+        }
+        if deletable.is_empty() {
+            return Ok(0);
+        }
+        if deletable.len() == count {
+            self.roll_locked(inner, config)?;
+        }
+        for base in &deletable {
+            if let Some(segment) = inner.segments.remove(base) {
+                self.schedule_delete(inner, segment, config)?;
+            }
+        }
+        let first_base = inner
+            .segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(inner.log_start_offset);
+        inner.log_start_offset = inner.log_start_offset.max(first_base);
+        tracing::info!(
+            topic = %self.topic,
+            partition = self.partition,
+            segments = deletable.len(),
+            log_start_offset = inner.log_start_offset,
+            "deleted segments by retention"
+        );
+        Ok(deletable.len())
+    }
+
+    /// DeleteRecords: raises the log start offset to `offset` (durably, in the partition
+    /// directory's checkpoint) and deletes segments wholly below it. Returns the new log
+    /// start offset. `OffsetOutOfRange` if `offset` is above the log end offset; an
+    /// offset at or below the current start is a no-op.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        let config = self.config();
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        let log_end_offset = inner.log_end_offset();
+        if offset > log_end_offset || offset < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: inner.log_start_offset,
+                log_end_offset,
+            });
+        }
+        if offset <= inner.log_start_offset {
+            return Ok(inner.log_start_offset);
+        }
+        checkpoint::write_log_start_offset(&self.dir, offset)?;
+        inner.log_start_offset = offset;
+        let bases: Vec<i64> = inner.segments.keys().copied().collect();
+        for pair in bases.windows(2) {
+            if pair[1] > offset {
+                break;
+            }
+            if let Some(segment) = inner.segments.remove(&pair[0]) {
+                self.schedule_delete(&mut inner, segment, &config)?;
+            }
+        }
+        self.publish(&inner);
+        Ok(offset)
+    }
+
+    /// Removes every record at or after `offset` (replication truncation). The cut is at
+    /// the start of the batch containing `offset`, so the new log end offset is the
+    /// base offset of that batch (equal to `offset` when it is a batch boundary, as
+    /// replication uses). An `offset` at or above the log end is a no-op; one below the
+    /// log start (or the first segment) empties the log and restarts it at `offset`.
+    pub fn truncate_to(&self, offset: i64) -> Result<()> {
+        let config = self.config();
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        if offset < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: inner.log_start_offset,
+                log_end_offset: inner.log_end_offset(),
+            });
+        }
+        if offset >= inner.log_end_offset() {
+            return Ok(());
+        }
+        let first_base = inner.segments.keys().next().copied().unwrap_or(0);
+        if offset < inner.log_start_offset || offset < first_base {
+            self.truncate_fully_and_start_at(&mut inner, &config, offset)?;
+        } else {
+            let later: Vec<i64> = inner
+                .segments
+                .range(offset + 1..)
+                .map(|(b, _)| *b)
+                .collect();
+            for base in later {
+                if let Some(segment) = inner.segments.remove(&base) {
+                    self.schedule_delete(&mut inner, segment, &config)?;
+                }
+            }
+            let active = inner.active_mut();
+            active.truncate_to(offset)?;
+            active.resize_indexes(config.segment_index_bytes)?;
+        }
+        tracing::info!(
+            topic = %self.topic,
+            partition = self.partition,
+            offset,
+            log_end_offset = inner.log_end_offset(),
+            "truncated log"
+        );
+        self.publish(&inner);
+        Ok(())
+    }
+
+    fn truncate_fully_and_start_at(
+        &self,
+        inner: &mut LogInner,
+        config: &LogConfig,
+        offset: i64,
+    ) -> Result<()> {
+        for (_, segment) in std::mem::take(&mut inner.segments) {
+            self.schedule_delete(inner, segment, config)?;
+        }
+        let segment = LogSegment::create(&self.dir, offset, config, inner.last_seen_ms)?;
+        inner.segments.insert(offset, segment);
+        inner.log_start_offset = offset;
+        checkpoint::write_log_start_offset(&self.dir, offset)
+    }
+
+    /// Renames a removed segment's files to `.deleted` and removes them once
+    /// `file.delete.delay.ms` has passed (immediately if it is 0). Readers holding a
+    /// `FileSlice` of it keep working either way.
+    fn schedule_delete(
+        &self,
+        inner: &mut LogInner,
+        mut segment: LogSegment,
+        config: &LogConfig,
+    ) -> Result<()> {
+        if config.file_delete_delay_ms == 0 {
+            return segment.delete();
+        }
+        let paths = segment.rename_to_deleted()?;
+        drop(segment);
+        let due_ms = inner
+            .last_seen_ms
+            .saturating_add(config.file_delete_delay_ms);
+        inner.pending_deletes.push(PendingDelete { due_ms, paths });
+        Ok(())
+    }
+
+    fn remove_due_files(inner: &mut LogInner, now_ms: i64) -> Result<()> {
+        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending_deletes)
+            .into_iter()
+            .partition(|p| p.due_ms <= now_ms);
+        inner.pending_deletes = waiting;
+        for pending in due {
+            for path in &pending.paths {
+                remove_if_exists(path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes, writes the final time index entry, trims the indexes and removes pending
+    /// deleted files; the log then refuses further calls. `&self` because the log is
+    /// shared (`Arc`) between the manager and the broker.
+    pub fn close(&self) -> Result<()> {
+        let mut inner = self.write_inner();
+        if inner.closed {
+            return Ok(());
+        }
+        Self::flush_locked(&mut inner)?;
+        for segment in inner.segments.values_mut() {
+            segment.on_become_inactive()?;
+        }
+        Self::remove_due_files(&mut inner, i64::MAX)?;
+        inner.closed = true;
+        Ok(())
+    }
+
+    /// Closes the log and removes its directory with everything in it.
+    pub fn delete(&self) -> Result<()> {
+        let mut inner = self.write_inner();
+        inner.closed = true;
+        inner.segments = BTreeMap::new();
+        inner.pending_deletes.clear();
+        match std::fs::remove_dir_all(&self.dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StorageError::io(IoOp::Delete, &self.dir, 0, e)),
+        }
+    }
+}
