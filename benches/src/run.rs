@@ -1,0 +1,397 @@
+//! Runs a workload from its parsed command: discovers the cluster, starts producers
+//! and/or consumers, prints the progress line every second and returns the summary.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use strata_protocol::ApiKey;
+
+use crate::cli::{
+    CommonOpts, ConsumeCmd, ConsumerOpts, EndToEndCmd, Limit, ProduceCmd, ProducerOpts, StartFrom,
+};
+use crate::cluster::{self, Negotiated, TopicLayout, Versions, EARLIEST, LATEST};
+use crate::consume::{self, ConsumerSettings, StopWhen};
+use crate::json::Json;
+use crate::produce::{Producer, ProducerSettings, Quota, WallClock};
+use crate::stats::{Meter, Summary};
+
+/// Default length of a run given neither --records nor --duration.
+const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+/// How long end-to-end consumers may trail the producers before records count as
+/// lost.
+const E2E_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a run produced: the text for people, the JSON for scripts, and whether every
+/// record succeeded.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Human-readable summary.
+    pub text: String,
+    /// `--json` summary.
+    pub json: Json,
+    /// False if any record failed or went missing.
+    pub ok: bool,
+}
+
+fn spawn_progress(
+    meters: Vec<Arc<Meter>>,
+    start: Instant,
+    quiet: bool,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if quiet {
+            return;
+        }
+        let mut tick = tokio::time::interval_at(
+            (start + Duration::from_secs(1)).into(),
+            Duration::from_secs(1),
+        );
+        loop {
+            tick.tick().await;
+            for m in &meters {
+                eprintln!("{}", m.progress_line(start));
+            }
+        }
+    })
+}
+
+async fn discover(common: &CommonOpts) -> Result<(Versions, Negotiated)> {
+    let versions = cluster::api_versions(&common.bootstrap, &common.client_id)
+        .await
+        .with_context(|| format!("asking {} for its API versions", common.bootstrap))?;
+    let negotiated = Negotiated::from(&versions)?;
+    Ok((versions, negotiated))
+}
+
+/// Refuses `--transactions` with a clear reason.
+fn check_transactions(versions: &Versions) -> Result<()> {
+    let needed = [
+        ApiKey::FindCoordinator,
+        ApiKey::InitProducerId,
+        ApiKey::AddPartitionsToTxn,
+        ApiKey::EndTxn,
+    ];
+    let missing: Vec<&str> = needed
+        .iter()
+        .filter(|a| !versions.has(**a))
+        .map(|a| a.name())
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "--transactions: not supported by this broker yet (it does not advertise {})",
+            missing.join(", ")
+        );
+    }
+    bail!("--transactions: the broker advertises transactions, but strata-perf does not drive them yet")
+}
+
+fn producer_settings(
+    common: &CommonOpts,
+    opts: &ProducerOpts,
+    negotiated: &Negotiated,
+    stamp_values: bool,
+) -> ProducerSettings {
+    ProducerSettings {
+        client_id: common.client_id.clone(),
+        version: negotiated.produce,
+        acks: opts.acks,
+        timeout_ms: 30_000,
+        linger: Duration::from_millis(opts.linger_ms),
+        batch_size: opts.batch_size,
+        max_request_size: opts.max_request_size,
+        buffer_memory: opts.buffer_memory as u64,
+        compression: opts.compression.into(),
+        max_in_flight: opts.max_in_flight,
+        rate_per_producer: opts.rate_per_producer(),
+        record_size: opts.record_size,
+        keys: opts.key_distribution,
+        stamp_values,
+    }
+}
+
+fn consumer_settings(
+    common: &CommonOpts,
+    opts: &ConsumerOpts,
+    negotiated: &Negotiated,
+    stamped: bool,
+) -> ConsumerSettings {
+    ConsumerSettings {
+        client_id: common.client_id.clone(),
+        version: negotiated.fetch,
+        max_wait_ms: opts.fetch_max_wait_ms,
+        max_bytes: opts.fetch_max_bytes,
+        partition_max_bytes: opts.partition_max_bytes,
+        check_crc: !opts.no_check_crc,
+        stamped,
+    }
+}
+
+/// Connects `count` producers, then runs them from one common start until `quota`.
+async fn run_producers(
+    settings: &ProducerSettings,
+    layout: &TopicLayout,
+    count: usize,
+    quota: impl Fn(Instant) -> Quota,
+    meter: &Arc<Meter>,
+) -> Result<(Instant, Duration)> {
+    let clock = WallClock::now();
+    let mut producers = Vec::with_capacity(count);
+    for i in 0..count {
+        producers.push(
+            Producer::connect(i, settings.clone(), layout.clone(), meter.clone(), clock).await?,
+        );
+    }
+    let start = Instant::now();
+    let quota = quota(start);
+    let tasks: Vec<_> = producers
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| tokio::spawn(p.begin(start).run(quota.split(count, i))))
+        .collect();
+    let mut first_error = None;
+    for t in tasks {
+        if let Err(e) = t.await.context("producer task panicked").and_then(|r| r) {
+            first_error.get_or_insert(e);
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    Ok((start, start.elapsed()))
+}
+
+fn quota_for(limit: Limit) -> impl Fn(Instant) -> Quota {
+    move |start| match limit {
+        Limit::Records(n) => Quota::Records(n),
+        Limit::Duration(d) => Quota::Until(start + d),
+        Limit::EndOfLog => Quota::Until(start + DEFAULT_DURATION),
+    }
+}
+
+fn settings_json(opts: &ProducerOpts, layout: &TopicLayout) -> Json {
+    Json::object()
+        .with("partitions", layout.partition_count())
+        .with("record_size", opts.record_size)
+        .with("acks", i64::from(opts.acks))
+        .with("offered_rate", opts.rate)
+        .with("batch_size", opts.batch_size)
+        .with("linger_ms", opts.linger_ms)
+        .with(
+            "compression",
+            format!("{:?}", opts.compression).to_lowercase(),
+        )
+        .with("producers", opts.producers)
+}
+
+fn outcome(summaries: &[&Summary], json: Json, lost: u64) -> Outcome {
+    let mut text: Vec<String> = summaries.iter().map(|s| s.to_text()).collect();
+    if lost > 0 {
+        text.push(format!("{lost} acknowledged records were not consumed"));
+    }
+    Outcome {
+        text: text.join("\n"),
+        json,
+        ok: lost == 0 && summaries.iter().all(|s| s.error_records == 0),
+    }
+}
+
+/// `strata-perf produce`.
+pub async fn produce(cmd: ProduceCmd) -> Result<Outcome> {
+    let ProduceCmd { common, producer } = cmd;
+    producer.validate()?;
+    let limit = common.limit(Limit::Duration(DEFAULT_DURATION))?;
+    let (versions, negotiated) = discover(&common).await?;
+    if producer.transactions {
+        check_transactions(&versions)?;
+    }
+    let layout = cluster::ensure_topic(
+        &common.bootstrap,
+        &common.client_id,
+        &versions,
+        &common.topic,
+        Some((producer.partitions, producer.replication_factor)),
+    )
+    .await?;
+    let meter = Arc::new(Meter::new("produce"));
+    let settings = producer_settings(&common, &producer, &negotiated, false);
+    let progress = spawn_progress(vec![meter.clone()], Instant::now(), common.quiet);
+    let result = run_producers(
+        &settings,
+        &layout,
+        producer.producers,
+        quota_for(limit),
+        &meter,
+    )
+    .await;
+    progress.abort();
+    let (_, elapsed) = result?;
+    let summary = meter.summary(elapsed);
+    let json = summary
+        .to_json()
+        .with("mode", "produce")
+        .with("topic", common.topic.as_str())
+        .with("settings", settings_json(&producer, &layout));
+    Ok(outcome(&[&summary], json, 0))
+}
+
+/// `strata-perf consume`.
+pub async fn consume(cmd: ConsumeCmd) -> Result<Outcome> {
+    let ConsumeCmd {
+        common,
+        consumer,
+        from,
+    } = cmd;
+    consumer.validate()?;
+    let limit = common.limit(Limit::EndOfLog)?;
+    let (versions, negotiated) = discover(&common).await?;
+    let layout = cluster::ensure_topic(
+        &common.bootstrap,
+        &common.client_id,
+        &versions,
+        &common.topic,
+        None,
+    )
+    .await?;
+    let start_at = match from {
+        StartFrom::Earliest => EARLIEST,
+        StartFrom::Latest => LATEST,
+    };
+    let offsets = cluster::list_offsets(
+        &layout,
+        negotiated.list_offsets,
+        &common.client_id,
+        start_at,
+    )
+    .await?;
+    let end_offsets = match limit {
+        Limit::EndOfLog => Some(
+            cluster::list_offsets(&layout, negotiated.list_offsets, &common.client_id, LATEST)
+                .await?,
+        ),
+        _ => None,
+    };
+    let meter = Arc::new(Meter::new("consume"));
+    let start = Instant::now();
+    let stop = Arc::new(StopWhen {
+        records: match limit {
+            Limit::Records(n) => n,
+            _ => u64::MAX,
+        }
+        .into(),
+        until: match limit {
+            Limit::Duration(d) => Some(start + d),
+            _ => None,
+        },
+        end_offsets,
+    });
+    let settings = consumer_settings(&common, &consumer, &negotiated, false);
+    let progress = spawn_progress(vec![meter.clone()], start, common.quiet);
+    let result = consume::run(
+        settings,
+        layout.clone(),
+        consumer.consumers,
+        offsets,
+        stop,
+        meter.clone(),
+    )
+    .await;
+    progress.abort();
+    result?;
+    let summary = meter.summary(start.elapsed());
+    let json = summary
+        .to_json()
+        .with("mode", "consume")
+        .with("topic", common.topic.as_str())
+        .with("partitions", layout.partition_count());
+    Ok(outcome(&[&summary], json, 0))
+}
+
+/// `strata-perf end-to-end`.
+pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
+    let EndToEndCmd {
+        common,
+        producer,
+        consumer,
+    } = cmd;
+    producer.validate()?;
+    consumer.validate()?;
+    if producer.record_size < crate::payload::STAMP_BYTES {
+        bail!(
+            "end-to-end needs --record-size of at least {} bytes",
+            crate::payload::STAMP_BYTES
+        );
+    }
+    let limit = common.limit(Limit::Duration(DEFAULT_DURATION))?;
+    let (versions, negotiated) = discover(&common).await?;
+    if producer.transactions {
+        check_transactions(&versions)?;
+    }
+    let layout = cluster::ensure_topic(
+        &common.bootstrap,
+        &common.client_id,
+        &versions,
+        &common.topic,
+        Some((producer.partitions, producer.replication_factor)),
+    )
+    .await?;
+    let offsets =
+        cluster::list_offsets(&layout, negotiated.list_offsets, &common.client_id, LATEST).await?;
+    let produced = Arc::new(Meter::new("produce"));
+    let consumed = Arc::new(Meter::new("end-to-end"));
+    let stop = Arc::new(StopWhen {
+        records: u64::MAX.into(),
+        until: None,
+        end_offsets: None,
+    });
+    let consumers = tokio::spawn(consume::run(
+        consumer_settings(&common, &consumer, &negotiated, true),
+        layout.clone(),
+        consumer.consumers,
+        offsets,
+        stop.clone(),
+        consumed.clone(),
+    ));
+    let settings = producer_settings(&common, &producer, &negotiated, true);
+    let progress = spawn_progress(
+        vec![produced.clone(), consumed.clone()],
+        Instant::now(),
+        common.quiet,
+    );
+    let result = run_producers(
+        &settings,
+        &layout,
+        producer.producers,
+        quota_for(limit),
+        &produced,
+    )
+    .await;
+    let (start, produce_elapsed) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            progress.abort();
+            consumers.abort();
+            return Err(e);
+        }
+    };
+    stop.records.store(produced.records(), Ordering::Relaxed);
+    let consumers = tokio::time::timeout(E2E_DRAIN_TIMEOUT, consumers).await;
+    progress.abort();
+    match consumers {
+        Ok(joined) => joined.context("consumer task panicked")??,
+        Err(_) => eprintln!("consumers did not catch up within {E2E_DRAIN_TIMEOUT:?}"),
+    }
+    let consume_elapsed = start.elapsed();
+    let p = produced.summary(produce_elapsed);
+    let c = consumed.summary(consume_elapsed);
+    let lost = p.records.saturating_sub(c.records);
+    let json = Json::object()
+        .with("mode", "end-to-end")
+        .with("topic", common.topic.as_str())
+        .with("settings", settings_json(&producer, &layout))
+        .with("produce", p.to_json())
+        .with("consume", c.to_json())
+        .with("missing", lost);
+    Ok(outcome(&[&p, &c], json, lost))
+}
