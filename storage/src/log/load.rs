@@ -112,8 +112,7 @@ pub(super) fn load(
             remove_if_exists(path)?;
         }
     }
-    let mut segments = open_segments(dir, &listing.log_bases, config, clean_shutdown, now_ms)?;
-    drop_segments_covered_by_swaps(&mut segments, &listing.swapped_bases)?;
+    let mut segments = open_segments(dir, &listing, config, clean_shutdown, now_ms)?;
 
     let checkpointed = checkpoint::read_log_start_offset(dir);
     if segments.is_empty() {
@@ -151,36 +150,51 @@ pub(super) fn load(
     Ok(inner)
 }
 
+fn remove_segment_files(dir: &Path, base: i64) -> Result<()> {
+    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        remove_if_exists(&dir.join(format!("{}{suffix}", crate::segment::file_stem(base))))?;
+    }
+    Ok(())
+}
+
 /// Opens segments oldest first. The last one is recovered when the shutdown was unclean.
 /// If recovering a segment cut bytes off, every later segment is dropped too: offsets
-/// after a corruption cannot be trusted to continue densely.
+/// after a corruption cannot be trusted to continue densely. A segment overlapping the
+/// next one is cut back to it, except a swapped-in (cleaned) segment, which wins over
+/// the segments it covers.
 fn open_segments(
     dir: &Path,
-    bases: &[i64],
+    listing: &DirListing,
     config: &LogConfig,
     clean_shutdown: bool,
     now_ms: i64,
 ) -> Result<BTreeMap<i64, LogSegment>> {
+    let bases = &listing.log_bases;
     let mut segments: BTreeMap<i64, LogSegment> = BTreeMap::new();
     for (i, &base) in bases.iter().enumerate() {
         let last = i + 1 == bases.len();
-        let (segment, truncated) =
-            LogSegment::open(dir, base, config, now_ms, last, last && !clean_shutdown)?;
-        if let Some(previous) = segments.values_mut().next_back() {
+        if let Some((&prev_base, previous)) = segments.iter_mut().next_back() {
             if previous.next_offset() > base {
-                tracing::warn!(segment = %previous.log_path().display(), next_segment = base, "segment overlaps the next one, truncating");
+                if listing.swapped_bases.contains(&prev_base) {
+                    tracing::warn!(dir = %dir.display(), segment = base, "removing segment replaced by a swap");
+                    remove_segment_files(dir, base)?;
+                    continue;
+                }
+                tracing::warn!(
+                    segment = %previous.log_path().display(),
+                    next_segment = base,
+                    "segment overlaps the next one, truncating"
+                );
                 previous.truncate_to(base)?;
             }
         }
+        let (segment, truncated) =
+            LogSegment::open(dir, base, config, now_ms, last, last && !clean_shutdown)?;
         segments.insert(base, segment);
         if truncated > 0 && !last {
             for &later in &bases[i + 1..] {
                 tracing::warn!(dir = %dir.display(), segment = later, "dropping segment after a corrupt one");
-                for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                    remove_if_exists(
-                        &dir.join(format!("{}{suffix}", crate::segment::file_stem(later))),
-                    )?;
-                }
+                remove_segment_files(dir, later)?;
             }
             break;
         }
@@ -190,24 +204,4 @@ fn open_segments(
         active.resize_indexes(config.segment_index_bytes)?;
     }
     Ok(segments)
-}
-
-/// Drops segments whose offsets a swapped-in (cleaned) segment now holds.
-fn drop_segments_covered_by_swaps(
-    segments: &mut BTreeMap<i64, LogSegment>,
-    swapped: &[i64],
-) -> Result<()> {
-    for &base in swapped {
-        let Some(next) = segments.get(&base).map(LogSegment::next_offset) else {
-            continue;
-        };
-        let covered: Vec<i64> = segments.range(base + 1..next).map(|(b, _)| *b).collect();
-        for b in covered {
-            if let Some(segment) = segments.remove(&b) {
-                tracing::warn!(segment = %segment.log_path().display(), "removing segment replaced by a swap");
-                segment.delete()?;
-            }
-        }
-    }
-    Ok(())
 }
