@@ -125,8 +125,8 @@ fn clean_shutdown_skips_recovery_and_trims_indexes() {
     let time_len = std::fs::metadata(seg_file(dir.path(), base, "timeindex"))
         .unwrap()
         .len();
-    assert!(index_len < 4096 && index_len % 8 == 0);
-    assert!(time_len < 4096 && time_len % 12 == 0);
+    assert!(index_len < 4096 && index_len.is_multiple_of(8));
+    assert!(time_len < 4096 && time_len.is_multiple_of(12));
     let log = open(dir.path(), true);
     assert_eq!(read_all(&log), before);
     // The reopened active segment is preallocated again.
