@@ -1,7 +1,8 @@
 """Time- and size-based retention on a broker that checks often (log.retention.check.interval.ms=500).
 
 Proves: with 1 MiB segments (segment.bytes), segments whose newest record is older than
-retention.ms are removed from the partition directory and the log start offset (ListOffsets
+retention.ms are removed from the partition directory (all their files, after
+log.segment.delete.delay.ms) and the log start offset (ListOffsets
 EARLIEST) moves forward to a segment boundary, while every newer record stays readable byte for
 byte from there; a retention.ms set later through IncrementalAlterConfigs takes effect; with
 retention.bytes the log is trimmed from the oldest segment down to about that size; the new log
@@ -25,7 +26,9 @@ from util import Rec, assert_records, wait_until
 pytestmark = pytest.mark.timeout(180)
 
 SEGMENT_BYTES = 1 << 20
-RETENTION_CHECK = {"log.retention.check.interval.ms": "500"}
+# Check retention every 500 ms, and remove a deleted segment's files 100 ms after it is dropped
+# (Kafka first renames them to *.deleted, then removes them after log.segment.delete.delay.ms).
+RETENTION_CHECK = {"log.retention.check.interval.ms": "500", "log.segment.delete.delay.ms": "100"}
 
 
 def _records(n: int, tag: str, ts: int | None) -> list[Rec]:
@@ -37,6 +40,15 @@ def _records(n: int, tag: str, ts: int | None) -> list[Rec]:
 def _segment_bases(broker, topic: str) -> list[int]:
     """Base offsets of the .log segment files in the partition directory (not *.deleted)."""
     return [int(p.name[:-4]) for p in broker.segment_files(topic, 0, ".log")]
+
+
+def _files_below(broker, topic: str, offset: int) -> list[str]:
+    """Files of the partition directory belonging to segments with a base offset below `offset`
+    (.log, .index, .timeindex, .txnindex, also renamed *.deleted ones; producer-state
+    snapshots are not segment files and are left out)."""
+    d = broker.partition_dir(topic, 0)
+    return sorted(p.name for p in d.iterdir()
+                  if p.name[:20].isdigit() and int(p.name[:20]) < offset and not p.name.endswith(".snapshot"))
 
 
 def _produce_old_then_new(broker, topic: str) -> tuple[list[Rec], int]:
@@ -61,6 +73,8 @@ def _check_trimmed(broker, topic: str, recs: list[Rec], n_old: int, *, timeout: 
     assert bases and min(bases) == start, f"log start {start} is not the first segment's base {bases}"
     got = util.confluent_read(b, topic, 0, end - start, start_offset=start, timeout=60)
     assert_records(recs[start:], got, start_offset=start, what="after retention")
+    wait_until(lambda: not _files_below(broker, topic, start), 30,
+               f"files of deleted segments (base < {start}) removed from the partition directory")
     return start
 
 
