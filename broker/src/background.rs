@@ -34,7 +34,9 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let _ = tokio::task::spawn_blocking(move || {
                     let now = now_ms();
                     for p in b.replicas.all() {
-                        p.log.maybe_flush(now);
+                        if let Err(e) = p.log.maybe_flush(now) {
+                            tracing::error!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
+                        }
                     }
                 }).await;
             }

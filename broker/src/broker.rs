@@ -107,7 +107,11 @@ impl Broker {
         })?;
         let cluster_id = load_meta_properties(&dir, config.node_id, config.cluster_id.as_deref())?;
         let topics = TopicRegistry::open(&dir)?;
-        let logs = LogManager::open(&dir)?;
+        let logs = LogManager::open(
+            &dir,
+            config.topic_defaults.log_config(&BTreeMap::new()),
+            crate::handlers::now_ms(),
+        )?;
         let replicas = ReplicaManager::new(logs);
         let snapshot = topics.snapshot();
         for meta in snapshot.by_name.values() {

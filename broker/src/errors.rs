@@ -8,8 +8,15 @@ pub fn storage_error_code(e: &StorageError) -> ErrorCode {
     match e {
         StorageError::CorruptRecord { .. } => ErrorCode::CorruptMessage,
         StorageError::RecordTooLarge { .. } => ErrorCode::MessageTooLarge,
-        StorageError::InvalidRecord { .. } => ErrorCode::InvalidRecord,
+        StorageError::RecordSetTooLarge { .. } => ErrorCode::RecordListTooLarge,
+        StorageError::InvalidRecord { .. } | StorageError::MalformedRecords { .. } => {
+            ErrorCode::InvalidRecord
+        }
         StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
-        StorageError::Io { .. } => ErrorCode::KafkaStorageError,
+        StorageError::UnexpectedAppendOffset { .. } => ErrorCode::UnknownServerError,
+        StorageError::InvalidConfig { .. } => ErrorCode::InvalidConfig,
+        StorageError::InvalidTopicPartition { .. } => ErrorCode::InvalidTopicException,
+        StorageError::LogClosed { .. } => ErrorCode::NotLeaderOrFollower,
+        StorageError::Io { .. } | StorageError::CorruptLog { .. } => ErrorCode::KafkaStorageError,
     }
 }

@@ -14,6 +14,10 @@ use std::sync::{Arc, Mutex};
 use strata_storage::{AppendInfo, Log, LogConfig, LogManager, LogReadInfo, StorageError};
 use tokio::sync::watch;
 
+fn now_ms() -> i64 {
+    crate::handlers::now_ms()
+}
+
 /// One partition hosted by this broker.
 #[derive(Debug)]
 pub struct Partition {
@@ -144,7 +148,10 @@ impl ReplicaManager {
             existing.as_deref().map(<[_]>::to_vec).unwrap_or_default();
         let name: Arc<str> = Arc::from(topic);
         for index in parts.len() as i32..count {
-            let log = self.logs.get_or_create(topic, index, config.clone())?;
+            let log = self
+                .logs
+                .get_or_create(topic, index, config.clone(), now_ms())?;
+            log.update_config(config.clone())?;
             let leo = log.log_end_offset();
             parts.push(Arc::new(Partition {
                 topic: name.clone(),
@@ -163,7 +170,9 @@ impl ReplicaManager {
     /// Applies a new log configuration to every partition of `topic`.
     pub fn update_config(&self, topic: &str, config: &LogConfig) {
         for p in self.topic(topic).iter().flat_map(|p| p.iter()) {
-            p.log.update_config(config.clone());
+            if let Err(e) = p.log.update_config(config.clone()) {
+                tracing::error!(topic, partition = p.index, error = %e, "config update refused by the log");
+            }
         }
     }
 
@@ -178,7 +187,7 @@ impl ReplicaManager {
         next.remove(topic);
         self.partitions.store(Arc::new(next));
         for p in parts.iter() {
-            self.logs.delete(topic, p.index)?;
+            self.logs.remove(topic, p.index)?;
         }
         Ok(())
     }

@@ -95,7 +95,7 @@ fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResp
                     } else {
                         let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
                         match p.read(fp.fetch_offset, limit, total == 0) {
-                            Ok(info) => match info.read_bytes() {
+                            Ok(info) => match info.records.read_bytes() {
                                 Ok(data) => {
                                     remaining = remaining.saturating_sub(data.len());
                                     total += data.len();

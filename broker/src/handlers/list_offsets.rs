@@ -47,18 +47,19 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsRespon
                     match lp.timestamp {
                         LATEST => r.offset = p.high_watermark(),
                         EARLIEST | EARLIEST_LOCAL => r.offset = p.log.log_start_offset(),
-                        MAX_TIMESTAMP => {
-                            let (ts, offset) = p.log.max_timestamp();
-                            if offset >= 0 {
-                                r.timestamp = ts;
-                                r.offset = offset;
+                        MAX_TIMESTAMP => match p.log.max_timestamp() {
+                            Ok(Some(found)) => {
+                                r.timestamp = found.timestamp;
+                                r.offset = found.offset;
                                 r.leader_epoch = epoch;
                             }
-                        }
+                            Ok(None) => {}
+                            Err(e) => r.error_code = storage_error_code(&e).code(),
+                        },
                         ts => match p.log.offset_for_timestamp(ts) {
-                            Ok(Some((offset, found_ts))) if offset < p.high_watermark() => {
-                                r.offset = offset;
-                                r.timestamp = found_ts;
+                            Ok(Some(found)) if found.offset < p.high_watermark() => {
+                                r.offset = found.offset;
+                                r.timestamp = found.timestamp;
                                 r.leader_epoch = epoch;
                             }
                             Ok(_) => {}

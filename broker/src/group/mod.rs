@@ -1,0 +1,171 @@
+//! The classic group coordinator (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, offsets,
+//! group administration) as a pure state machine.
+//!
+//! [`GroupCoordinator`] owns the groups of every `__consumer_offsets` partition this
+//! broker coordinates. It does no I/O and reads no clock: every call takes `now_ms`, and
+//! returns [`Action`]s for the async shell to execute:
+//!
+//! - [`Action::Respond`]: send the response to the request the shell tagged with that
+//!   [`RequestToken`]. JoinGroup and SyncGroup responses are *deferred*: they come out of
+//!   a later call (another member's request, [`GroupCoordinator::tick`],
+//!   [`GroupCoordinator::append_complete`]). Every token passed in gets exactly one
+//!   response, eventually; a token superseded by a newer request of the same member is
+//!   answered with REBALANCE_IN_PROGRESS.
+//! - [`Action::Append`]: write the records, as one batch, to that partition of
+//!   `__consumer_offsets` (non-transactional, uncompressed or not, as the shell likes),
+//!   in the order the appends were issued for that partition; once the write is
+//!   acknowledged (`acks=all`) or has failed, call
+//!   [`GroupCoordinator::append_complete`] with its [`AppendId`]. Responses that depend
+//!   on the write (SyncGroup, OffsetCommit, DeleteGroups, ...) come out of that call.
+//!
+//! Timers (session timeouts, rebalance timeouts, the initial rebalance delay, offset
+//! expiry) are deadlines: the shell sleeps until [`GroupCoordinator::next_deadline`] (or
+//! the next request) and calls [`GroupCoordinator::tick`].
+//!
+//! Partition ownership is the shell's knowledge: it calls
+//! [`GroupCoordinator::begin_load`] when this broker becomes leader of a
+//! `__consumer_offsets` partition, feeds the partition's records to
+//! [`GroupCoordinator::replay`], then calls [`GroupCoordinator::complete_load`]; and
+//! [`GroupCoordinator::unload`] when it loses leadership. Requests for groups of a
+//! partition that is loading get COORDINATOR_LOAD_IN_PROGRESS; of a partition not owned,
+//! NOT_COORDINATOR.
+//!
+//! The behaviour follows Apache Kafka's classic group coordinator (KIP-394 member ids,
+//! KIP-345 static membership, InitialDelayedJoin, KIP-211 offset expiry); the records
+//! are Kafka's exact `__consumer_offsets` formats ([`records`]). The group's partition is
+//! [`partition_for_group`]. Not handled here: TxnOffsetCommit (transactional offsets),
+//! the KIP-848 consumer protocol, and authorization.
+
+mod admin;
+mod consumer_protocol;
+mod coordinator;
+mod classic_group;
+mod join;
+mod load;
+mod member;
+mod membership;
+mod offsets;
+mod partition;
+pub mod records;
+mod timer;
+
+#[cfg(test)]
+mod tests;
+
+pub use consumer_protocol::{subscribed_topics, CONSUMER_PROTOCOL_TYPE};
+pub use coordinator::GroupCoordinator;
+pub use classic_group::{GroupState, OffsetAndMetadata};
+pub use partition::{
+    java_string_hash_code, kafka_abs, partition_for_group, PartitionState,
+};
+pub use records::{Record, RecordError};
+
+use strata_protocol::messages::{
+    delete_groups::DeleteGroupsResponse, heartbeat::HeartbeatResponse,
+    join_group::JoinGroupResponse, leave_group::LeaveGroupResponse,
+    offset_commit::OffsetCommitResponse, offset_delete::OffsetDeleteResponse,
+    sync_group::SyncGroupResponse,
+};
+
+/// The shell's handle for one request, echoed in the [`Action::Respond`] that answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestToken(pub u64);
+
+/// Identifies an [`Action::Append`] when the shell reports its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AppendId(pub u64);
+
+/// What the coordinator needs to know about a request besides its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestMeta {
+    /// Echoed in the response action.
+    pub token: RequestToken,
+    /// API version of the request (decides KIP-394, `skip_assignment`, response shapes).
+    pub api_version: i16,
+    /// `client_id` of the request header; prefixes generated member ids.
+    pub client_id: String,
+    /// The client's address as Kafka shows it (`/127.0.0.1`), for DescribeGroups.
+    pub client_host: String,
+}
+
+/// A response to send, by API.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Response {
+    /// JoinGroup (11).
+    JoinGroup(JoinGroupResponse),
+    /// SyncGroup (14).
+    SyncGroup(SyncGroupResponse),
+    /// Heartbeat (12).
+    Heartbeat(HeartbeatResponse),
+    /// LeaveGroup (13).
+    LeaveGroup(LeaveGroupResponse),
+    /// OffsetCommit (8).
+    OffsetCommit(OffsetCommitResponse),
+    /// OffsetDelete (47).
+    OffsetDelete(OffsetDeleteResponse),
+    /// DeleteGroups (42).
+    DeleteGroups(DeleteGroupsResponse),
+}
+
+/// Something the shell must do on the coordinator's behalf.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Send `response` to the client as the answer to request `token`.
+    Respond {
+        /// The request being answered.
+        token: RequestToken,
+        /// The response body (the shell encodes it at the request's version).
+        response: Response,
+    },
+    /// Append `records` as one batch to `partition` of `__consumer_offsets`, after any
+    /// earlier append to that partition, then report with
+    /// [`GroupCoordinator::append_complete`].
+    Append {
+        /// Reported back on completion.
+        id: AppendId,
+        /// Partition of `__consumer_offsets`.
+        partition: i32,
+        /// Records in order; encode with [`Record::key_bytes`] / [`Record::value_bytes`].
+        records: Vec<Record>,
+    },
+}
+
+/// Settings of the group coordinator, with Kafka's names and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `offsets.topic.num.partitions` (50).
+    pub offsets_topic_num_partitions: i32,
+    /// `group.min.session.timeout.ms` (6000).
+    pub group_min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms` (1800000).
+    pub group_max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms` (3000).
+    pub group_initial_rebalance_delay_ms: i32,
+    /// `group.max.size` (unbounded).
+    pub group_max_size: usize,
+    /// How long a new member's parked JoinGroup may wait (Kafka's fixed 5 minutes).
+    pub new_member_join_timeout_ms: i32,
+    /// `offset.metadata.max.bytes` (4096), compared, as Kafka does, with the metadata's
+    /// length in UTF-16 code units.
+    pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes` (7 days), in milliseconds.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms` (600000).
+    pub offsets_retention_check_interval_ms: i64,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            offsets_topic_num_partitions: 50,
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_initial_rebalance_delay_ms: 3_000,
+            group_max_size: usize::MAX,
+            new_member_join_timeout_ms: 300_000,
+            offset_metadata_max_bytes: 4096,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            offsets_retention_check_interval_ms: 600_000,
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Tests of the group coordinator under deterministic time.
