@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Measures Strata against this machine's limits, in one run:
+#
+#   1. the limits: loopback TCP bandwidth (strata-perf loopback) and sequential write
+#      bandwidth to the data dir (dd with conv=fdatasync);
+#   2. a release strata broker on a temp dir, idle RSS with a 100-partition topic;
+#   3. the workloads, each --runs times (medians reported):
+#        produce   1 KiB records, acks=1, one partition, unthrottled;
+#        consume   read back what that produce run wrote;
+#        latency   1 KiB records, acks=1, one partition, offered 50 MB/s; p99 measured
+#                  from each record's scheduled send time;
+#      sampling the broker's CPU seconds (/proc/<pid>/stat utime+stime) and peak RSS
+#      (VmHWM, reset before each run through /proc/<pid>/clear_refs);
+#   4. every figure printed with its ratio to the machine limit and its target.
+#
+# With --bootstrap host:port (repeatable) the same workloads also run against those
+# brokers, printed side by side (no CPU or RSS figures for brokers not started here).
+#
+# Usage: benches/compare.sh [--runs N] [--duration S] [--bootstrap host:port]...
+#                           [--data-dir DIR] [--no-build] [--json FILE]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+RUNS=3
+DURATION=5
+BOOTSTRAPS=()
+DATA_PARENT=""
+BUILD=1
+JSON_OUT=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs) RUNS=$2; shift 2 ;;
+        --duration) DURATION=$2; shift 2 ;;
+        --bootstrap) BOOTSTRAPS+=("$2"); shift 2 ;;
+        --data-dir) DATA_PARENT=$2; shift 2 ;;
+        --no-build) BUILD=0; shift ;;
+        --json) JSON_OUT=$2; shift 2 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+
+# Offered load of the latency workload: 50 MB/s of 1 KiB records.
+LATENCY_MBPS=50
+RECORD_SIZE=1024
+LATENCY_RATE=$(( LATENCY_MBPS * 1000000 / RECORD_SIZE ))
+# Producer settings of the throughput workload (Kafka's defaults except a larger batch,
+# as throughput benchmarks of Kafka usually set).
+PRODUCE_OPTS=(--record-size "$RECORD_SIZE" --acks 1 --partitions 1 --batch-size 131072 --linger-ms 5)
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+if ! command -v jq >/dev/null 2>&1; then
+    log "installing jq (apt)"
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends jq >/dev/null
+fi
+
+if [ "$BUILD" = 1 ]; then
+    log "building release strata and strata-perf"
+    cargo build --release -q -p strata-broker --bin strata
+    cargo build --release -q -p strata-benches --bin strata-perf
+fi
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+STRATA=$TARGET_DIR/release/strata
+PERF=$TARGET_DIR/release/strata-perf
+[ -x "$STRATA" ] || { echo "missing $STRATA" >&2; exit 1; }
+[ -x "$PERF" ] || { echo "missing $PERF" >&2; exit 1; }
+
+WORK=$(mktemp -d "${DATA_PARENT:-${TMPDIR:-/tmp}}/strata-compare.XXXXXX")
+BROKER_PID=""
+cleanup() {
+    if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
+        kill "$BROKER_PID" 2>/dev/null || true
+        wait "$BROKER_PID" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+calc() { awk "BEGIN { printf \"%.4g\", $* }"; }
+CLK_TCK=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
+
+# ---------------------------------------------------------------------------------------
+# Machine limits
+# ---------------------------------------------------------------------------------------
+log "measuring loopback TCP bandwidth"
+LOOPBACK_SAMPLES=()
+for _ in $(seq "$RUNS"); do
+    LOOPBACK_SAMPLES+=("$("$PERF" loopback --duration 2 --json | jq .mb_per_sec)")
+done
+LOOPBACK=$(printf '%s\n' "${LOOPBACK_SAMPLES[@]}" | median)
+
+log "measuring sequential write bandwidth of $WORK (dd conv=fdatasync, 512 MiB)"
+DISK_SAMPLES=()
+for _ in $(seq "$RUNS"); do
+    out=$(dd if=/dev/zero of="$WORK/dd.tmp" bs=1M count=512 conv=fdatasync 2>&1 | tail -1)
+    rm -f "$WORK/dd.tmp"
+    # "536870912 bytes (537 MB, 512 MiB) copied, 0.61 s, 880 MB/s"
+    bytes=$(echo "$out" | awk '{print $1}')
+    secs=$(echo "$out" | sed -E 's/.*copied, ([0-9.]+) s.*/\1/')
+    DISK_SAMPLES+=("$(calc "$bytes / $secs / 1e6")")
+done
+DISK=$(printf '%s\n' "${DISK_SAMPLES[@]}" | median)
+log "loopback ${LOOPBACK} MB/s, disk ${DISK} MB/s"
+
+# ---------------------------------------------------------------------------------------
+# Broker under test
+# ---------------------------------------------------------------------------------------
+free_port() {
+    local p
+    while :; do
+        p=$(( 20000 + RANDOM % 40000 ))
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    done
+}
+
+start_strata() {
+    PORT=$(free_port)
+    mkdir -p "$WORK/data"
+    "$STRATA" --override node.id=0 \
+        --override "listeners=PLAINTEXT://127.0.0.1:$PORT" \
+        --override "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT" \
+        --override "log.dirs=$WORK/data" >"$WORK/strata.log" 2>&1 &
+    BROKER_PID=$!
+    for _ in $(seq 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return 0
+        kill -0 "$BROKER_PID" 2>/dev/null || { cat "$WORK/strata.log" >&2; exit 1; }
+        sleep 0.05
+    done
+    echo "strata did not listen on $PORT" >&2
+    exit 1
+}
+
+# run_workload NAME BOOTSTRAP PID ARGS... : runs strata-perf, appending one JSON line
+# (the summary plus broker cpu_s and peak_rss_kb when PID is set) to $WORK/NAME.jsonl.
+run_workload() {
+    local name=$1 bootstrap=$2 pid=$3
+    shift 3
+    local cpu0=0 cpu1=0 hwm=0
+    if [ -n "$pid" ]; then
+        echo 5 >"/proc/$pid/clear_refs" 2>/dev/null || true
+        cpu0=$(cpu_ticks "$pid")
+    fi
+    local out
+    out=$("$PERF" "$@" --bootstrap "$bootstrap" --json --quiet) || {
+        echo "strata-perf $* failed against $bootstrap" >&2
+        return 1
+    }
+    if [ -n "$pid" ]; then
+        cpu1=$(cpu_ticks "$pid")
+        hwm=$(status_kb "$pid" VmHWM)
+    fi
+    echo "$out" | jq -c --argjson cpu "$(calc "($cpu1 - $cpu0) / $CLK_TCK")" --argjson hwm "$hwm" \
+        '. + {broker_cpu_s: $cpu, broker_peak_rss_kb: $hwm}' >>"$WORK/$name.jsonl"
+}
+
+# measure LABEL BOOTSTRAP PID: all workloads, $RUNS times.
+measure() {
+    local label=$1 bootstrap=$2 pid=$3
+    for run in $(seq "$RUNS"); do
+        local topic="compare-${label}-${run}-$$"
+        log "[$label] run $run/$RUNS: produce (${DURATION}s unthrottled)"
+        run_workload "$label-produce" "$bootstrap" "$pid" produce --topic "$topic" \
+            --duration "$DURATION" "${PRODUCE_OPTS[@]}"
+        log "[$label] run $run/$RUNS: consume"
+        run_workload "$label-consume" "$bootstrap" "$pid" consume --topic "$topic"
+        log "[$label] run $run/$RUNS: produce latency at ${LATENCY_MBPS} MB/s offered"
+        run_workload "$label-latency" "$bootstrap" "$pid" produce --topic "$topic-lat" \
+            --duration "$DURATION" --rate "$LATENCY_RATE" --record-size "$RECORD_SIZE" \
+            --acks 1 --partitions 1
+    done
+}
+
+# med LABEL-WORKLOAD JQ-EXPR: median of that expression over the runs.
+med() { jq -r "$2" "$WORK/$1.jsonl" | median; }
+
+log "starting strata (release) on a temp dir"
+start_strata
+STRATA_BOOTSTRAP="127.0.0.1:$PORT"
+sleep 1
+RSS_START_KB=$(status_kb "$BROKER_PID" VmRSS)
+log "creating a 100-partition topic for the idle RSS figure"
+"$PERF" produce --bootstrap "$STRATA_BOOTSTRAP" --topic idle-100 --partitions 100 \
+    --records 100 --record-size 100 --key-distribution sequential --quiet >/dev/null
+sleep 2
+RSS_IDLE_KB=$(status_kb "$BROKER_PID" VmRSS)
+
+LABELS=(strata)
+measure strata "$STRATA_BOOTSTRAP" "$BROKER_PID"
+i=0
+for b in "${BOOTSTRAPS[@]}"; do
+    i=$((i + 1))
+    LABELS+=("other$i")
+    measure "other$i" "$b" ""
+done
+
+# ---------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------
+row() { printf '%-34s %14s %10s   %s\n' "$@"; }
+echo
+echo "Machine: $(nproc) cores, loopback ${LOOPBACK} MB/s, sequential write ${DISK} MB/s (medians of $RUNS)"
+echo "Workloads: ${RECORD_SIZE}-byte records, acks=1, one partition, ${DURATION}s per run, $RUNS runs, medians"
+SUMMARY="{}"
+for label in "${LABELS[@]}"; do
+    if [ "$label" = strata ]; then name="strata ($STRATA_BOOTSTRAP)"; else
+        name="${BOOTSTRAPS[$(( ${label#other} - 1 ))]}"; fi
+    p_mbps=$(med "$label-produce" .mb_per_sec)
+    p_rps=$(med "$label-produce" .records_per_sec)
+    c_mbps=$(med "$label-consume" .mb_per_sec)
+    l_p99=$(med "$label-latency" .latency_ms.p99)
+    l_p50=$(med "$label-latency" .latency_ms.p50)
+    l_mbps=$(med "$label-latency" .mb_per_sec)
+    echo
+    echo "== $name"
+    row "figure" "value" "ratio" "target"
+    row "produce throughput (MB/s)" "$p_mbps" "$(calc "$p_mbps / $LOOPBACK")" ">= 0.40 of loopback"
+    row "produce throughput (records/s)" "$p_rps" "" ""
+    row "consume throughput (MB/s)" "$c_mbps" "$(calc "$c_mbps / $LOOPBACK")" ">= 0.60 of loopback"
+    row "latency run achieved (MB/s)" "$l_mbps" "$(calc "$l_mbps / $LATENCY_MBPS")" "of ${LATENCY_MBPS} MB/s offered"
+    row "produce p50 at ${LATENCY_MBPS} MB/s (ms)" "$l_p50" "" ""
+    row "produce p99 at ${LATENCY_MBPS} MB/s (ms)" "$l_p99" "$(calc "$l_p99 / 5")" "<= 5 ms"
+    entry=$(jq -n --arg p "$p_mbps" --arg c "$c_mbps" --arg l "$l_p99" \
+        '{produce_mb_per_sec: ($p|tonumber), consume_mb_per_sec: ($c|tonumber), produce_p99_ms_at_50mbps: ($l|tonumber)}')
+    if [ "$label" = strata ]; then
+        # CPU per GB: broker CPU seconds over the GB of keys and values moved.
+        p_cpu=$(med "$label-produce" '.broker_cpu_s / (.bytes / 1e9)')
+        c_cpu=$(med "$label-consume" '.broker_cpu_s / (.bytes / 1e9)')
+        p_rss=$(med "$label-produce" '.broker_peak_rss_kb / 1024')
+        c_rss=$(med "$label-consume" '.broker_peak_rss_kb / 1024')
+        l_rss=$(med "$label-latency" '.broker_peak_rss_kb / 1024')
+        row "broker CPU per GB ingested (s)" "$p_cpu" "$(calc "$p_cpu / 0.5")" "<= 0.5 core-s/GB"
+        row "broker CPU per GB served (s)" "$c_cpu" "" ""
+        row "RSS at start (MiB)" "$(calc "$RSS_START_KB / 1024")" "" ""
+        row "RSS idle, 100 partitions (MiB)" "$(calc "$RSS_IDLE_KB / 1024")" "$(calc "$RSS_IDLE_KB / 1024 / 20")" "<= 20 MiB"
+        row "peak RSS produce (MiB)" "$p_rss" "$(calc "$p_rss / 128")" "<= 128 MiB"
+        row "peak RSS consume (MiB)" "$c_rss" "$(calc "$c_rss / 128")" "<= 128 MiB"
+        row "peak RSS latency run (MiB)" "$l_rss" "$(calc "$l_rss / 128")" "<= 128 MiB"
+        entry=$(echo "$entry" | jq --arg a "$p_cpu" --arg b "$c_cpu" --arg i "$RSS_IDLE_KB" \
+            --arg r "$p_rss" --arg s "$c_rss" \
+            '. + {cpu_s_per_gb_ingested: ($a|tonumber), cpu_s_per_gb_served: ($b|tonumber),
+                  idle_rss_mib_100_partitions: (($i|tonumber)/1024),
+                  peak_rss_mib_produce: ($r|tonumber), peak_rss_mib_consume: ($s|tonumber)}')
+    fi
+    SUMMARY=$(echo "$SUMMARY" | jq --arg k "$name" --argjson v "$entry" '. + {($k): $v}')
+done
+if [ -n "$JSON_OUT" ]; then
+    echo "$SUMMARY" | jq --arg l "$LOOPBACK" --arg d "$DISK" \
+        '{loopback_mb_per_sec: ($l|tonumber), disk_write_mb_per_sec: ($d|tonumber), brokers: .}' >"$JSON_OUT"
+    log "wrote $JSON_OUT"
+fi
