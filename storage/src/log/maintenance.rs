@@ -189,7 +189,8 @@ impl Log {
     /// the start of the batch containing `offset`, so the new log end offset is the
     /// base offset of that batch (equal to `offset` when it is a batch boundary, as
     /// replication uses). An `offset` at or above the log end is a no-op; one below the
-    /// log start (or the first segment) empties the log and restarts it at `offset`.
+    /// log start (or the first segment) empties the log and restarts it at `offset`; a
+    /// cut below the log start restarts the empty log at the log start.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
         let config = self.config();
         let mut inner = self.write_inner();
@@ -221,6 +222,12 @@ impl Log {
             let active = inner.active_mut();
             active.truncate_to(offset)?;
             active.resize_indexes(config.segment_index_bytes)?;
+            if inner.log_end_offset() < inner.log_start_offset {
+                // The cut fell in a batch straddling the log start offset: nothing
+                // readable is left, so restart at the start offset to keep it <= the end.
+                let start = inner.log_start_offset;
+                self.truncate_fully_and_start_at(&mut inner, &config, start)?;
+            }
         }
         tracing::info!(
             topic = %self.topic,

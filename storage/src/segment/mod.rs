@@ -221,6 +221,9 @@ impl LogSegment {
             .offset_index
             .last_entry()
             .map_or(0, |e| u64::from(e.position));
+        if start >= self.size {
+            return Ok(false);
+        }
         let mut position = start;
         let mut bytes_since = 0;
         while position < self.size {
@@ -383,16 +386,18 @@ impl LogSegment {
     /// Removes the records at and after `offset`, cutting at the start of the batch that
     /// contains it. Returns the bytes removed.
     pub(crate) fn truncate_to(&mut self, offset: i64) -> Result<u64> {
-        let Some((position, _)) = self.find_batch(offset)? else {
+        let Some((position, header)) = self.find_batch(offset)? else {
             return Ok(0);
         };
+        // Index entries are keyed by batch base offsets: drop every entry of the cut batch.
+        let cut_offset = header.base_offset;
         let removed = self.size - position;
         self.log
             .set_len(position)
             .map_err(|e| StorageError::io(IoOp::SetLen, &self.log_path, position, e))?;
         self.size = position;
-        self.offset_index.truncate_to(offset);
-        self.time_index.truncate_to(offset);
+        self.offset_index.truncate_to(cut_offset);
+        self.time_index.truncate_to(cut_offset);
         if !self.load_tail_state()? {
             self.recover()?;
         }
