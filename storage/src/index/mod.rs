@@ -50,3 +50,93 @@ mod tests {
         assert_eq!(largest_lower_bound(0, 99, f), None);
     }
 }
+
+#[cfg(test)]
+mod index_tests {
+    use super::{OffsetIndex, TimeIndex};
+
+    #[test]
+    fn offset_index_append_lookup_truncate_trim_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000100.index");
+        let mut index = OffsetIndex::open(&path, 100, 80).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 80, "preallocated");
+        assert_eq!(index.lookup(150).offset, 100);
+        for i in 1..=5u32 {
+            index.append(100 + i64::from(i) * 10, i * 1000);
+        }
+        assert_eq!(index.lookup(105).position, 0);
+        assert_eq!(index.lookup(110).position, 1000);
+        assert_eq!(index.lookup(139).position, 3000);
+        assert_eq!(index.lookup(1_000).position, 5000);
+        assert_eq!(index.lookup_by_position(2500).map(|e| e.offset), Some(120));
+        assert_eq!(index.lookup_by_position(999), None);
+        assert!(index.sanity_check(6000, true).is_ok());
+        assert!(
+            index.sanity_check(5000, true).is_err(),
+            "points past the log"
+        );
+        index.truncate_to(130);
+        assert_eq!(index.last_entry().map(|e| e.offset), Some(120));
+        index.trim().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
+        drop(index);
+        let mut index = OffsetIndex::open(&path, 100, 80).unwrap();
+        assert_eq!(
+            index.last_entry().map(|e| (e.offset, e.position)),
+            Some((120, 2000))
+        );
+        assert!(
+            index.is_full(),
+            "a trimmed index is full until resized for appends"
+        );
+        index.resize(80).unwrap();
+        assert!(!index.is_full());
+        assert_eq!(index.last_entry().map(|e| e.offset), Some(120));
+    }
+
+    #[test]
+    fn offset_index_untrimmed_zero_tail_fails_sanity_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.index");
+        let mut index = OffsetIndex::open(&path, 0, 80).unwrap();
+        index.append(5, 100);
+        drop(index); // not trimmed: 9 zero entries follow
+        let index = OffsetIndex::open(&path, 0, 80).unwrap();
+        assert!(index.sanity_check(1_000, false).is_err());
+        assert!(index.sanity_check(1_000, true).is_err());
+        std::fs::write(&path, [0u8; 7]).unwrap();
+        let index = OffsetIndex::open(&path, 0, 80).unwrap();
+        assert!(index.sanity_check(1_000, false).is_err(), "ragged length");
+    }
+
+    #[test]
+    fn time_index_keeps_growing_timestamps_and_a_final_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000050.timeindex");
+        let mut index = TimeIndex::open(&path, 50, 48).unwrap(); // 4 slots, 3 usable
+        assert_eq!(index.lookup(7).offset, 50);
+        index.maybe_append(1_000, 55, false);
+        index.maybe_append(900, 56, false); // not larger: ignored
+        index.maybe_append(2_000, 60, false);
+        index.maybe_append(3_000, 70, false);
+        assert!(index.is_full());
+        index.maybe_append(4_000, 80, false); // full: ignored
+        assert_eq!(index.last_entry().map(|e| e.timestamp), Some(3_000));
+        index.maybe_append(4_000, 80, true); // the final entry may use the kept slot
+        assert_eq!(
+            index.last_entry().map(|e| (e.timestamp, e.offset)),
+            Some((4_000, 80))
+        );
+        assert_eq!(index.lookup(2_500).offset, 60);
+        assert_eq!(index.lookup(999).timestamp, -1);
+        assert!(index.sanity_check(81, true).is_ok());
+        assert!(index.sanity_check(80, true).is_err());
+        index.truncate_to(60);
+        assert_eq!(index.last_entry().map(|e| e.offset), Some(55));
+        index.trim().unwrap();
+        drop(index);
+        let index = TimeIndex::open(&path, 50, 48).unwrap();
+        assert_eq!(index.last_entry().map(|e| e.timestamp), Some(1_000));
+    }
+}
