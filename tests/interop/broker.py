@@ -104,7 +104,7 @@ class Broker:
             log.write(("$ " + " ".join(cmd) + "\n").encode())
             log.flush()
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         cwd=self.workdir, env={**os.environ, "RUST_BACKTRACE": "1"})
+                                         cwd=self.workdir, env={**os.environ, "RUST_BACKTRACE": "1", "NO_COLOR": "1"})
         try:
             self.wait_ready(ready_timeout)
         except Exception:
@@ -123,7 +123,7 @@ class Broker:
         # Then a real client's Metadata call (librdkafka).
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
 
         def metadata_ok():
             self.assert_alive()

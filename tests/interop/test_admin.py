@@ -243,8 +243,10 @@ def test_delete_records_fetch_below_start_is_offset_out_of_range(broker):
     b, topic = broker.bootstrap, util.unique_topic("oor")
     util.create_topic(b, topic)
     util.confluent_produce(b, topic, util.make_records(30, topic))
-    admin(broker).delete_records([TopicPartition(topic, 0, 20)])
-    wait_until(lambda: util.watermarks(b, topic)[0] == 20, 10, "log start offset 20")
+    a = admin(broker)  # keep the client alive until its future completes
+    (fut,) = a.delete_records([TopicPartition(topic, 0, 20)]).values()
+    assert fut.result(timeout=30).low_watermark == 20
+    assert util.watermarks(b, topic) == (20, 30)
     c = KafkaConsumer(bootstrap_servers=b, group_id=None, enable_auto_commit=False, auto_offset_reset="none")
     try:
         tp = KTP(topic, 0)
@@ -267,7 +269,8 @@ def test_confluent_describe_cluster(broker):
     # The cluster id is stable across a restart on the same data dir (meta.properties).
     broker.stop()
     broker.start()
-    assert admin(broker).describe_cluster().result(timeout=30).cluster_id == d.cluster_id
+    a2 = admin(broker)
+    assert a2.describe_cluster().result(timeout=30).cluster_id == d.cluster_id
 
 
 # --------------------------------------------------------------------------------------------

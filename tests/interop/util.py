@@ -225,7 +225,7 @@ def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"interop-{uuid.uuid4().hex[:8]}",
                   "enable.auto.commit": False, "log_level": 4})
     try:
-        return c.query_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
     finally:
         c.close()
 
