@@ -10,14 +10,9 @@ use tokio::sync::watch;
 
 /// Runs until `shutdown` turns true.
 pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
-    let retention_every =
-        Duration::from_millis(broker.config.log_retention_check_interval_ms.max(1) as u64);
-    let flush_every = Duration::from_millis(
-        broker
-            .config
-            .log_flush_scheduler_interval_ms
-            .clamp(1, 3_600_000) as u64,
-    );
+    let retention_every = Duration::from_millis(broker.config.log_retention_check_interval_ms.max(1) as u64);
+    let flush_every =
+        Duration::from_millis(broker.config.log_flush_scheduler_interval_ms.clamp(1, 3_600_000) as u64);
     let mut retention = tokio::time::interval(retention_every);
     let mut flush = tokio::time::interval(flush_every);
     retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -22,9 +22,7 @@ pub enum StartError {
         source: std::io::Error,
     },
     /// `meta.properties` belongs to another node.
-    #[error(
-        "meta.properties in {path} is for node.id {found}, but this broker is node.id {configured}"
-    )]
+    #[error("meta.properties in {path} is for node.id {found}, but this broker is node.id {configured}")]
     NodeIdMismatch {
         /// The directory.
         path: std::path::PathBuf,
@@ -93,6 +91,8 @@ pub struct Broker {
     pub topics: TopicRegistry,
     /// Hosted partitions.
     pub replicas: ReplicaManager,
+    /// Producer id allocation (InitProducerId).
+    pub producer_ids: crate::producer_ids::ProducerIdManager,
     bound_ports: Mutex<HashMap<String, u16>>,
 }
 
@@ -101,12 +101,11 @@ impl Broker {
     /// (recovering them if the last shutdown was not clean).
     pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
         let dir = config.data_dir().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir {
-            path: dir.clone(),
-            source,
-        })?;
+        std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir { path: dir.clone(), source })?;
         let cluster_id = load_meta_properties(&dir, config.node_id, config.cluster_id.as_deref())?;
         let topics = TopicRegistry::open(&dir)?;
+        let producer_ids = crate::producer_ids::ProducerIdManager::open(&dir)
+            .map_err(|source| StartError::DataDir { path: dir.clone(), source })?;
         let logs = LogManager::open(
             &dir,
             config.topic_defaults.log_config(&BTreeMap::new()),
@@ -124,16 +123,14 @@ impl Broker {
             cluster_id,
             topics,
             replicas,
+            producer_ids,
             bound_ports: Mutex::new(HashMap::new()),
         }))
     }
 
     /// Records the port a listener actually bound (for `port 0` in tests).
     pub fn set_bound_port(&self, listener: &str, port: u16) {
-        self.bound_ports
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(listener.to_string(), port);
+        self.bound_ports.lock().unwrap_or_else(|p| p.into_inner()).insert(listener.to_string(), port);
     }
 
     /// The host and port clients should use to reach this broker.
@@ -145,11 +142,8 @@ impl Broker {
         } else {
             l.port
         };
-        let host = if l.host.is_empty() || l.host == "0.0.0.0" {
-            "127.0.0.1".to_string()
-        } else {
-            l.host.clone()
-        };
+        let host =
+            if l.host.is_empty() || l.host == "0.0.0.0" { "127.0.0.1".to_string() } else { l.host.clone() };
         (host, i32::from(port))
     }
 
@@ -164,11 +158,7 @@ impl Broker {
         validate_only: bool,
     ) -> Result<Arc<TopicMeta>, CreateTopicError> {
         validate_topic_name(name).map_err(CreateTopicError::InvalidName)?;
-        let partitions = if partitions == -1 {
-            self.config.num_partitions
-        } else {
-            partitions
-        };
+        let partitions = if partitions == -1 { self.config.num_partitions } else { partitions };
         if partitions <= 0 {
             return Err(CreateTopicError::InvalidPartitions(format!(
                 "number of partitions must be larger than 0, got {partitions}"
@@ -197,10 +187,7 @@ impl Broker {
         let log_config = self.config.topic_defaults.log_config(&configs);
         let created = self.topics.update(name, |old| {
             if let Some(old) = old {
-                return (
-                    Some(old.clone()),
-                    Err(CreateTopicError::AlreadyExists(old.name.clone())),
-                );
+                return (Some(old.clone()), Err(CreateTopicError::AlreadyExists(old.name.clone())));
             }
             let meta = TopicMeta {
                 name: name.to_string(),
@@ -233,10 +220,9 @@ impl Broker {
         }
         match self.create_topic(name, -1, -1, BTreeMap::new(), false) {
             Ok(meta) => Ok(meta),
-            Err(CreateTopicError::AlreadyExists(_)) => self
-                .topics
-                .get(name)
-                .ok_or(ErrorCode::UnknownTopicOrPartition),
+            Err(CreateTopicError::AlreadyExists(_)) => {
+                self.topics.get(name).ok_or(ErrorCode::UnknownTopicOrPartition)
+            }
             Err(e) => Err(e.code()),
         }
     }
@@ -253,9 +239,7 @@ impl Broker {
         if !existed {
             return Err(ErrorCode::UnknownTopicOrPartition);
         }
-        self.replicas
-            .delete_topic(name)
-            .map_err(|e| crate::errors::storage_error_code(&e))?;
+        self.replicas.delete_topic(name).map_err(|e| crate::errors::storage_error_code(&e))?;
         tracing::info!(topic = name, "topic deleted");
         Ok(())
     }
@@ -270,16 +254,9 @@ impl Broker {
 
 /// Reads or creates `meta.properties` (Kafka's format: `version`, `node.id`,
 /// `cluster.id`) and returns the cluster id.
-fn load_meta_properties(
-    dir: &Path,
-    node_id: i32,
-    configured: Option<&str>,
-) -> Result<String, StartError> {
+fn load_meta_properties(dir: &Path, node_id: i32, configured: Option<&str>) -> Result<String, StartError> {
     let path = dir.join("meta.properties");
-    let io = |source| StartError::DataDir {
-        path: path.clone(),
-        source,
-    };
+    let io = |source| StartError::DataDir { path: path.clone(), source };
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let props = crate::config::parse_properties(&text).unwrap_or_default();
@@ -295,18 +272,11 @@ fn load_meta_properties(
             if let Some(id) = props.get("cluster.id") {
                 return Ok(id.clone());
             }
-            Err(io(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "meta.properties has no cluster.id",
-            )))
+            Err(io(std::io::Error::new(std::io::ErrorKind::InvalidData, "meta.properties has no cluster.id")))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let cluster_id = configured
-                .map(str::to_string)
-                .unwrap_or_else(|| new_topic_id().to_string());
-            let text = format!(
-                "#Written by Strata\nversion=1\nnode.id={node_id}\ncluster.id={cluster_id}\n"
-            );
+            let cluster_id = configured.map(str::to_string).unwrap_or_else(|| new_topic_id().to_string());
+            let text = format!("#Written by Strata\nversion=1\nnode.id={node_id}\ncluster.id={cluster_id}\n");
             let tmp = dir.join("meta.properties.tmp");
             std::fs::write(&tmp, text).map_err(io)?;
             std::fs::rename(&tmp, &path).map_err(io)?;

@@ -44,11 +44,7 @@ impl Partition {
 
     /// Appends a producer's batches as leader and advances the high watermark (ISR of
     /// one: the leader's own log end offset).
-    pub fn append_as_leader(
-        &self,
-        records: Bytes,
-        now_ms: i64,
-    ) -> Result<AppendInfo, StorageError> {
+    pub fn append_as_leader(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, StorageError> {
         let info = self.log.append(records, self.leader_epoch(), now_ms)?;
         self.advance_high_watermark(self.log.log_end_offset());
         Ok(info)
@@ -58,23 +54,14 @@ impl Partition {
     /// log end offset).
     pub fn advance_high_watermark(&self, offset: i64) {
         let leo = self.log.log_end_offset();
-        assert!(
-            offset <= leo,
-            "high watermark {offset} beyond log end offset {leo}"
-        );
+        assert!(offset <= leo, "high watermark {offset} beyond log end offset {leo}");
         self.high_watermark.fetch_max(offset, Ordering::AcqRel);
     }
 
     /// Reads whole batches from `offset` for a consumer: nothing at or above the high
     /// watermark.
-    pub fn read(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        min_one: bool,
-    ) -> Result<LogReadInfo, StorageError> {
-        self.log
-            .read(offset, max_bytes, self.high_watermark(), min_one)
+    pub fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<LogReadInfo, StorageError> {
+        self.log.read(offset, max_bytes, self.high_watermark(), min_one)
     }
 
     /// After truncation (DeleteRecords does not truncate; replication will) the high
@@ -113,10 +100,7 @@ impl ReplicaManager {
     pub fn get(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
         let map = self.partitions.load();
         let parts = map.get(topic)?;
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| parts.get(i))
-            .cloned()
+        usize::try_from(index).ok().and_then(|i| parts.get(i)).cloned()
     }
 
     /// Every partition of a topic.
@@ -126,31 +110,19 @@ impl ReplicaManager {
 
     /// Every hosted partition.
     pub fn all(&self) -> Vec<Arc<Partition>> {
-        self.partitions
-            .load()
-            .values()
-            .flat_map(|p| p.iter().cloned())
-            .collect()
+        self.partitions.load().values().flat_map(|p| p.iter().cloned()).collect()
     }
 
     /// Opens (creating or recovering) partitions `0..count` of `topic`; partitions
     /// already open are kept.
-    pub fn ensure_topic(
-        &self,
-        topic: &str,
-        count: i32,
-        config: &LogConfig,
-    ) -> Result<(), StorageError> {
+    pub fn ensure_topic(&self, topic: &str, count: i32, config: &LogConfig) -> Result<(), StorageError> {
         let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.partitions.load_full();
         let existing = current.get(topic).cloned();
-        let mut parts: Vec<Arc<Partition>> =
-            existing.as_deref().map(<[_]>::to_vec).unwrap_or_default();
+        let mut parts: Vec<Arc<Partition>> = existing.as_deref().map(<[_]>::to_vec).unwrap_or_default();
         let name: Arc<str> = Arc::from(topic);
         for index in parts.len() as i32..count {
-            let log = self
-                .logs
-                .get_or_create(topic, index, config.clone(), now_ms())?;
+            let log = self.logs.get_or_create(topic, index, config.clone(), now_ms())?;
             log.update_config(config.clone())?;
             let leo = log.log_end_offset();
             parts.push(Arc::new(Partition {

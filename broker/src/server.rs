@@ -49,29 +49,13 @@ pub async fn start(broker: Arc<Broker>) -> std::io::Result<RunningServer> {
         tracing::info!(listener = %listener.name, address = %local, "listening");
         local_addrs.push(local);
         broker.set_bound_port(&listener.name, local.port());
-        tasks.push(tokio::spawn(accept_loop(
-            broker.clone(),
-            socket,
-            shutdown_rx.clone(),
-        )));
+        tasks.push(tokio::spawn(accept_loop(broker.clone(), socket, shutdown_rx.clone())));
     }
-    tasks.push(tokio::spawn(crate::background::run(
-        broker.clone(),
-        shutdown_rx.clone(),
-    )));
-    Ok(RunningServer {
-        local_addrs,
-        shutdown,
-        tasks,
-        broker,
-    })
+    tasks.push(tokio::spawn(crate::background::run(broker.clone(), shutdown_rx.clone())));
+    Ok(RunningServer { local_addrs, shutdown, tasks, broker })
 }
 
-async fn accept_loop(
-    broker: Arc<Broker>,
-    socket: TcpListener,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn accept_loop(broker: Arc<Broker>, socket: TcpListener, mut shutdown: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,

@@ -45,18 +45,10 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
         return Err(format!("topic name cannot be \"{name}\""));
     }
     if name.len() > 249 {
-        return Err(format!(
-            "topic name is longer than 249 characters ({})",
-            name.len()
-        ));
+        return Err(format!("topic name is longer than 249 characters ({})", name.len()));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(format!(
-            "topic name {name:?} contains illegal character {c:?}; legal: [a-zA-Z0-9._-]"
-        ));
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        return Err(format!("topic name {name:?} contains illegal character {c:?}; legal: [a-zA-Z0-9._-]"));
     }
     Ok(())
 }
@@ -91,15 +83,11 @@ impl TopicRegistry {
     /// Loads every topic file under `<data_dir>/.strata-topics`.
     pub fn open(data_dir: &Path) -> Result<TopicRegistry, TopicStoreError> {
         let dir = data_dir.join(".strata-topics");
-        let io = |path: &Path, action, source| TopicStoreError::Io {
-            path: path.to_path_buf(),
-            action,
-            source,
-        };
+        let io =
+            |path: &Path, action, source| TopicStoreError::Io { path: path.to_path_buf(), action, source };
         std::fs::create_dir_all(&dir).map_err(|e| io(&dir, "creating the topic store", e))?;
         let mut snap = TopicsSnapshot::default();
-        let entries =
-            std::fs::read_dir(&dir).map_err(|e| io(&dir, "listing the topic store", e))?;
+        let entries = std::fs::read_dir(&dir).map_err(|e| io(&dir, "listing the topic store", e))?;
         for entry in entries {
             let entry = entry.map_err(|e| io(&dir, "listing the topic store", e))?;
             let path = entry.path();
@@ -107,18 +95,12 @@ impl TopicRegistry {
                 let _ = std::fs::remove_file(&path);
                 continue;
             }
-            let text =
-                std::fs::read_to_string(&path).map_err(|e| io(&path, "reading a topic file", e))?;
-            let meta =
-                parse_topic_file(&text).ok_or_else(|| TopicStoreError::Corrupt(path.clone()))?;
+            let text = std::fs::read_to_string(&path).map_err(|e| io(&path, "reading a topic file", e))?;
+            let meta = parse_topic_file(&text).ok_or_else(|| TopicStoreError::Corrupt(path.clone()))?;
             snap.by_id.insert(meta.id, meta.name.clone());
             snap.by_name.insert(meta.name.clone(), Arc::new(meta));
         }
-        Ok(TopicRegistry {
-            dir,
-            write: Mutex::new(()),
-            snapshot: ArcSwap::from_pointee(snap),
-        })
+        Ok(TopicRegistry { dir, write: Mutex::new(()), snapshot: ArcSwap::from_pointee(snap) })
     }
 
     /// The current view.
@@ -150,31 +132,19 @@ impl TopicRegistry {
         match &new {
             Some(meta) => {
                 let tmp = self.dir.join(format!("{name}.tmp"));
-                let io = |action, source| TopicStoreError::Io {
-                    path: tmp.clone(),
-                    action,
-                    source,
-                };
-                std::fs::write(&tmp, render_topic_file(meta))
-                    .map_err(|e| io("writing a topic file", e))?;
+                let io = |action, source| TopicStoreError::Io { path: tmp.clone(), action, source };
+                std::fs::write(&tmp, render_topic_file(meta)).map_err(|e| io("writing a topic file", e))?;
                 std::fs::rename(&tmp, &path).map_err(|e| io("renaming a topic file", e))?;
             }
             None => {
                 if let Err(e) = std::fs::remove_file(&path) {
                     if e.kind() != std::io::ErrorKind::NotFound {
-                        return Err(TopicStoreError::Io {
-                            path,
-                            action: "removing a topic file",
-                            source: e,
-                        });
+                        return Err(TopicStoreError::Io { path, action: "removing a topic file", source: e });
                     }
                 }
             }
         }
-        let mut next = TopicsSnapshot {
-            by_name: current.by_name.clone(),
-            by_id: current.by_id.clone(),
-        };
+        let mut next = TopicsSnapshot { by_name: current.by_name.clone(), by_id: current.by_id.clone() };
         if let Some(old) = old {
             next.by_id.remove(&old.id);
             next.by_name.remove(&old.name);
@@ -228,8 +198,7 @@ fn parse_topic_file(text: &str) -> Option<TopicMeta> {
             "partitions" => meta.partitions = v.parse().ok()?,
             "internal" => meta.internal = v == "true",
             _ => {
-                meta.configs
-                    .insert(k.strip_prefix("config.")?.to_string(), v.to_string());
+                meta.configs.insert(k.strip_prefix("config.")?.to_string(), v.to_string());
             }
         }
     }
@@ -263,10 +232,7 @@ mod tests {
         reg.update("t", move |_| (Some(m2), ())).unwrap();
         let reg = TopicRegistry::open(dir.path()).unwrap();
         assert_eq!(reg.get("t").as_deref(), Some(&meta));
-        assert_eq!(
-            reg.snapshot().by_id.get(&meta.id).map(String::as_str),
-            Some("t")
-        );
+        assert_eq!(reg.snapshot().by_id.get(&meta.id).map(String::as_str), Some("t"));
         reg.update("t", |_| (None, ())).unwrap();
         assert!(TopicRegistry::open(dir.path()).unwrap().get("t").is_none());
     }

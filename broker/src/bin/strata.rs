@@ -7,11 +7,7 @@ use strata_broker::BrokerConfig;
 
 /// Command-line arguments, shaped like `kafka-server-start.sh`.
 #[derive(Parser, Debug)]
-#[command(
-    name = "strata",
-    version,
-    about = "Strata: a Kafka-compatible streaming broker"
-)]
+#[command(name = "strata", version, about = "Strata: a Kafka-compatible streaming broker")]
 struct Args {
     /// A server.properties file with Kafka's configuration keys.
     config: Option<PathBuf>,
@@ -35,9 +31,7 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let server = strata_broker::start(config).await?;
         wait_for_signal().await?;

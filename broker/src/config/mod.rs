@@ -51,11 +51,7 @@ pub struct Listener {
 impl Listener {
     /// The socket address to bind.
     pub fn bind_addr(&self) -> Result<SocketAddr, ConfigError> {
-        let host = if self.host.is_empty() {
-            "0.0.0.0"
-        } else {
-            self.host.as_str()
-        };
+        let host = if self.host.is_empty() { "0.0.0.0" } else { self.host.as_str() };
         let text = if host.contains(':') {
             format!("[{host}]:{}", self.port)
         } else {
@@ -141,19 +137,13 @@ const ACCEPTED_KEYS: &[&str] = &[
 impl BrokerConfig {
     /// Builds the configuration from `key=value` pairs (file entries then overrides).
     pub fn from_map(raw: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
-        let mut p = Parser {
-            raw: &raw,
-            used: Vec::new(),
-        };
+        let mut p = Parser { raw: &raw, used: Vec::new() };
         let node_id = match p.opt_i64("node.id")? {
             Some(v) => v,
             None => p.i64("broker.id", 0)?,
         };
         let node_id = i32::try_from(node_id).map_err(|_| p.invalid("node.id", "out of range"))?;
-        let listeners = parse_listeners(
-            "listeners",
-            &p.string("listeners", "PLAINTEXT://127.0.0.1:9092"),
-        )?;
+        let listeners = parse_listeners("listeners", &p.string("listeners", "PLAINTEXT://127.0.0.1:9092"))?;
         let advertised_listeners = match p.opt_string("advertised.listeners") {
             Some(v) => parse_listeners("advertised.listeners", &v)?,
             None => listeners.clone(),
@@ -162,12 +152,8 @@ impl BrokerConfig {
             Some(v) => v,
             None => p.string("log.dir", "./data"),
         };
-        let log_dirs: Vec<PathBuf> = dirs
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
-            .collect();
+        let log_dirs: Vec<PathBuf> =
+            dirs.split(',').map(str::trim).filter(|s| !s.is_empty()).map(PathBuf::from).collect();
         if log_dirs.is_empty() {
             return Err(p.invalid("log.dirs", "at least one directory is required"));
         }
@@ -176,14 +162,9 @@ impl BrokerConfig {
             p.int_in("default.replication.factor", 1, 1, i64::from(i16::MAX))? as i16;
         let auto_create_topics_enable = p.bool("auto.create.topics.enable", true)?;
         let delete_topic_enable = p.bool("delete.topic.enable", true)?;
-        let message_max_bytes =
-            p.int_in("message.max.bytes", 1_048_588, 0, i64::from(i32::MAX))? as i32;
-        let socket_request_max_bytes = p.int_in(
-            "socket.request.max.bytes",
-            104_857_600,
-            1,
-            i64::from(i32::MAX),
-        )? as i32;
+        let message_max_bytes = p.int_in("message.max.bytes", 1_048_588, 0, i64::from(i32::MAX))? as i32;
+        let socket_request_max_bytes =
+            p.int_in("socket.request.max.bytes", 104_857_600, 1, i64::from(i32::MAX))? as i32;
         let log_retention_check_interval_ms =
             p.int_in("log.retention.check.interval.ms", 300_000, 1, i64::MAX)?;
         let log_flush_scheduler_interval_ms =
@@ -222,16 +203,12 @@ impl BrokerConfig {
     pub fn load(path: Option<&std::path::Path>, overrides: &[String]) -> Result<Self, ConfigError> {
         let mut raw = BTreeMap::new();
         if let Some(path) = path {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
             raw.extend(parse_properties(&text)?);
         }
         for o in overrides {
-            let (k, v) = o
-                .split_once('=')
-                .ok_or_else(|| ConfigError::Malformed(o.clone()))?;
+            let (k, v) = o.split_once('=').ok_or_else(|| ConfigError::Malformed(o.clone()))?;
             raw.insert(k.trim().to_string(), v.trim().to_string());
         }
         BrokerConfig::from_map(raw)
@@ -251,19 +228,11 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError>
     };
     let mut out = Vec::new();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (name, rest) = item
-            .split_once("://")
-            .ok_or_else(|| invalid("expected NAME://host:port"))?;
-        let (host, port) = rest
-            .rsplit_once(':')
-            .ok_or_else(|| invalid("expected NAME://host:port"))?;
+        let (name, rest) = item.split_once("://").ok_or_else(|| invalid("expected NAME://host:port"))?;
+        let (host, port) = rest.rsplit_once(':').ok_or_else(|| invalid("expected NAME://host:port"))?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let port: u16 = port.parse().map_err(|_| invalid("port must be 0-65535"))?;
-        out.push(Listener {
-            name: name.to_string(),
-            host: host.to_string(),
-            port,
-        });
+        out.push(Listener { name: name.to_string(), host: host.to_string(), port });
     }
     if out.is_empty() {
         return Err(invalid("at least one listener is required"));
@@ -300,10 +269,7 @@ impl Parser<'_> {
     pub fn opt_i64(&mut self, key: &str) -> Result<Option<i64>, ConfigError> {
         match self.opt_string(key) {
             None => Ok(None),
-            Some(v) => v
-                .parse::<i64>()
-                .map(Some)
-                .map_err(|_| self.invalid(key, "not an integer")),
+            Some(v) => v.parse::<i64>().map(Some).map_err(|_| self.invalid(key, "not an integer")),
         }
     }
 
@@ -312,13 +278,7 @@ impl Parser<'_> {
     }
 
     /// An integer in `[min, max]`, or `default`.
-    pub fn int_in(
-        &mut self,
-        key: &str,
-        default: i64,
-        min: i64,
-        max: i64,
-    ) -> Result<i64, ConfigError> {
+    pub fn int_in(&mut self, key: &str, default: i64, min: i64, max: i64) -> Result<i64, ConfigError> {
         let v = self.i64(key, default)?;
         if v < min || v > max {
             return Err(self.invalid(key, &format!("must be between {min} and {max}")));
@@ -343,19 +303,13 @@ mod tests {
     use super::*;
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
     fn defaults_serve_localhost_9092_with_data_in_dot_data() {
         let c = BrokerConfig::default();
-        assert_eq!(
-            c.listeners[0].bind_addr().unwrap().to_string(),
-            "127.0.0.1:9092"
-        );
+        assert_eq!(c.listeners[0].bind_addr().unwrap().to_string(), "127.0.0.1:9092");
         assert_eq!(c.data_dir(), std::path::Path::new("./data"));
         assert_eq!(c.node_id, 0);
     }
@@ -364,10 +318,7 @@ mod tests {
     fn invalid_values_name_the_key_and_value() {
         let e = BrokerConfig::from_map(map(&[("num.partitions", "zero")])).unwrap_err();
         let text = e.to_string();
-        assert!(
-            text.contains("num.partitions") && text.contains("zero"),
-            "{text}"
-        );
+        assert!(text.contains("num.partitions") && text.contains("zero"), "{text}");
         let e = BrokerConfig::from_map(map(&[("listeners", "127.0.0.1:9092")])).unwrap_err();
         assert!(e.to_string().contains("listeners"));
         let e = BrokerConfig::from_map(map(&[("log.retention.ms", "-5")])).unwrap_err();
@@ -378,11 +329,8 @@ mod tests {
     fn retention_hours_and_minutes_are_honoured() {
         let c = BrokerConfig::from_map(map(&[("log.retention.hours", "2")])).unwrap();
         assert_eq!(c.topic_defaults.get("retention.ms"), Some("7200000".into()));
-        let c = BrokerConfig::from_map(map(&[
-            ("log.retention.hours", "2"),
-            ("log.retention.minutes", "3"),
-        ]))
-        .unwrap();
+        let c = BrokerConfig::from_map(map(&[("log.retention.hours", "2"), ("log.retention.minutes", "3")]))
+            .unwrap();
         assert_eq!(c.topic_defaults.get("retention.ms"), Some("180000".into()));
     }
 }

@@ -10,8 +10,7 @@ pub fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, ConfigEr
     let mut pending = String::new();
     for line in text.lines() {
         let line = line.trim_start();
-        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
-        {
+        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!')) {
             continue;
         }
         if let Some(stripped) = line.strip_suffix('\\') {
@@ -20,9 +19,7 @@ pub fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, ConfigEr
         }
         pending.push_str(line);
         let entry = std::mem::take(&mut pending);
-        let idx = entry
-            .find(['=', ':'])
-            .ok_or_else(|| ConfigError::Malformed(entry.clone()))?;
+        let idx = entry.find(['=', ':']).ok_or_else(|| ConfigError::Malformed(entry.clone()))?;
         let (k, v) = entry.split_at(idx);
         out.insert(k.trim().to_string(), v[1..].trim().to_string());
     }

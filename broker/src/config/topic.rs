@@ -146,30 +146,10 @@ pub const KEYS: &[Key] = &[
         default: "0",
         kind: Kind::Long(0),
     },
-    Key {
-        name: "min.insync.replicas",
-        broker_key: "min.insync.replicas",
-        default: "1",
-        kind: Kind::Int(1),
-    },
-    Key {
-        name: "preallocate",
-        broker_key: "log.preallocate",
-        default: "false",
-        kind: Kind::Bool,
-    },
-    Key {
-        name: "retention.bytes",
-        broker_key: "log.retention.bytes",
-        default: "-1",
-        kind: Kind::Long(-1),
-    },
-    Key {
-        name: "retention.ms",
-        broker_key: "log.retention.ms",
-        default: "604800000",
-        kind: Kind::Long(-1),
-    },
+    Key { name: "min.insync.replicas", broker_key: "min.insync.replicas", default: "1", kind: Kind::Int(1) },
+    Key { name: "preallocate", broker_key: "log.preallocate", default: "false", kind: Kind::Bool },
+    Key { name: "retention.bytes", broker_key: "log.retention.bytes", default: "-1", kind: Kind::Long(-1) },
+    Key { name: "retention.ms", broker_key: "log.retention.ms", default: "604800000", kind: Kind::Long(-1) },
     Key {
         name: "segment.bytes",
         broker_key: "log.segment.bytes",
@@ -182,18 +162,8 @@ pub const KEYS: &[Key] = &[
         default: "10485760",
         kind: Kind::Int(4),
     },
-    Key {
-        name: "segment.jitter.ms",
-        broker_key: "log.roll.jitter.ms",
-        default: "0",
-        kind: Kind::Long(0),
-    },
-    Key {
-        name: "segment.ms",
-        broker_key: "log.roll.ms",
-        default: "604800000",
-        kind: Kind::Long(1),
-    },
+    Key { name: "segment.jitter.ms", broker_key: "log.roll.jitter.ms", default: "0", kind: Kind::Long(0) },
+    Key { name: "segment.ms", broker_key: "log.roll.ms", default: "604800000", kind: Kind::Long(1) },
     Key {
         name: "unclean.leader.election.enable",
         broker_key: "unclean.leader.election.enable",
@@ -211,10 +181,7 @@ pub fn key(name: &str) -> Option<&'static Key> {
 pub fn validate(name: &str, value: &str) -> Result<(), String> {
     let k = key(name).ok_or_else(|| format!("unknown topic config {name}"))?;
     let int = |min: i64, max: i64| -> Result<(), String> {
-        let v: i64 = value
-            .trim()
-            .parse()
-            .map_err(|_| format!("{name} must be an integer"))?;
+        let v: i64 = value.trim().parse().map_err(|_| format!("{name} must be an integer"))?;
         if v < min || v > max {
             return Err(format!("{name} must be between {min} and {max}, got {v}"));
         }
@@ -239,11 +206,7 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
             }
         }
         Kind::List(words) => {
-            let items: Vec<&str> = value
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .collect();
+            let items: Vec<&str> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
             if items.is_empty() || items.iter().any(|i| !words.contains(i)) {
                 Err(format!("{name} must be a list of {}", words.join(", ")))
             } else {
@@ -322,22 +285,17 @@ impl TopicDefaults {
         if let Some(v) = self.set.get(name) {
             return (v.clone(), Source::StaticBroker);
         }
-        (
-            key(name).map(|k| k.default).unwrap_or_default().to_string(),
-            Source::Default,
-        )
+        (key(name).map(|k| k.default).unwrap_or_default().to_string(), Source::Default)
     }
 
     /// The storage configuration of a topic with `overrides`.
     pub fn log_config(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
-        let num =
-            |name: &str| -> i64 { self.resolve(overrides, name).0.trim().parse().unwrap_or(0) };
-        let timestamp_type =
-            if self.resolve(overrides, "message.timestamp.type").0 == "LogAppendTime" {
-                TimestampType::LogAppendTime
-            } else {
-                TimestampType::CreateTime
-            };
+        let num = |name: &str| -> i64 { self.resolve(overrides, name).0.trim().parse().unwrap_or(0) };
+        let timestamp_type = if self.resolve(overrides, "message.timestamp.type").0 == "LogAppendTime" {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        };
         LogConfig {
             segment_bytes: num("segment.bytes").max(14) as u64,
             segment_ms: num("segment.ms"),

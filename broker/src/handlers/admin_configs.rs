@@ -10,8 +10,8 @@ use strata_protocol::messages::alter_configs::{
     AlterConfigsRequest, AlterConfigsResourceResponse, AlterConfigsResponse,
 };
 use strata_protocol::messages::describe_configs::{
-    DescribeConfigsRequest, DescribeConfigsResourceResult, DescribeConfigsResponse,
-    DescribeConfigsResult, DescribeConfigsSynonym,
+    DescribeConfigsRequest, DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult,
+    DescribeConfigsSynonym,
 };
 use strata_protocol::messages::incremental_alter_configs::{
     self as incremental, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
@@ -38,11 +38,7 @@ const BROKER_KEYS: &[(&str, &str)] = &[
 ];
 
 /// Handles DescribeConfigs.
-pub fn describe(
-    broker: &Broker,
-    version: i16,
-    request: DescribeConfigsRequest,
-) -> DescribeConfigsResponse {
+pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let results = request
         .resources
         .into_iter()
@@ -53,32 +49,24 @@ pub fn describe(
                 ..Default::default()
             };
             let wanted = |name: &str| {
-                res.configuration_keys
-                    .as_ref()
-                    .is_none_or(|keys| keys.iter().any(|k| k == name))
+                res.configuration_keys.as_ref().is_none_or(|keys| keys.iter().any(|k| k == name))
             };
             match res.resource_type {
                 TOPIC => {
                     let Some(meta) = broker.topics.get(&res.resource_name) else {
                         result.error_code = ErrorCode::UnknownTopicOrPartition.code();
-                        result.error_message =
-                            Some(format!("topic {} does not exist", res.resource_name));
+                        result.error_message = Some(format!("topic {} does not exist", res.resource_name));
                         return result;
                     };
                     for k in KEYS.iter().filter(|k| wanted(k.name)) {
-                        let (value, source) =
-                            broker.config.topic_defaults.resolve(&meta.configs, k.name);
+                        let (value, source) = broker.config.topic_defaults.resolve(&meta.configs, k.name);
                         let mut synonyms = Vec::new();
                         if request.include_synonyms {
                             if let Some(v) = meta.configs.get(k.name) {
                                 synonyms.push(synonym(k.name, v, Source::Topic as i8));
                             }
                             if let Some(v) = broker.config.topic_defaults.get(k.name) {
-                                synonyms.push(synonym(
-                                    k.broker_key,
-                                    &v,
-                                    Source::StaticBroker as i8,
-                                ));
+                                synonyms.push(synonym(k.broker_key, &v, Source::StaticBroker as i8));
                             }
                             synonyms.push(synonym(k.broker_key, k.default, Source::Default as i8));
                         }
@@ -103,14 +91,9 @@ pub fn describe(
                             Some(format!("this is broker {me}, not {}", res.resource_name));
                         return result;
                     }
-                    let mut keys: Vec<(&str, String, Kind)> = BROKER_KEYS
-                        .iter()
-                        .map(|(k, d)| (*k, d.to_string(), Kind::Enum(&[])))
-                        .collect();
-                    keys.extend(
-                        KEYS.iter()
-                            .map(|k| (k.broker_key, k.default.to_string(), k.kind)),
-                    );
+                    let mut keys: Vec<(&str, String, Kind)> =
+                        BROKER_KEYS.iter().map(|(k, d)| (*k, d.to_string(), Kind::Enum(&[]))).collect();
+                    keys.extend(KEYS.iter().map(|k| (k.broker_key, k.default.to_string(), k.kind)));
                     keys.sort_by(|a, b| a.0.cmp(b.0));
                     keys.dedup_by(|a, b| a.0 == b.0);
                     for (name, default, kind) in keys.into_iter().filter(|(k, _, _)| wanted(k)) {
@@ -144,18 +127,11 @@ pub fn describe(
             result
         })
         .collect();
-    DescribeConfigsResponse {
-        results,
-        ..Default::default()
-    }
+    DescribeConfigsResponse { results, ..Default::default() }
 }
 
 fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
-    DescribeConfigsSynonym {
-        name: name.to_string(),
-        value: Some(value.to_string()),
-        source,
-    }
+    DescribeConfigsSynonym { name: name.to_string(), value: Some(value.to_string()), source }
 }
 
 /// Applies `edit` to a topic's overrides, validates the result and stores it.
@@ -166,20 +142,13 @@ fn alter_topic(
     edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), (ErrorCode, String)>,
 ) -> Result<(), (ErrorCode, String)> {
     let Some(meta) = broker.topics.get(name) else {
-        return Err((
-            ErrorCode::UnknownTopicOrPartition,
-            format!("topic {name} does not exist"),
-        ));
+        return Err((ErrorCode::UnknownTopicOrPartition, format!("topic {name} does not exist")));
     };
     let mut configs = meta.configs.clone();
     edit(&mut configs)?;
     for (k, v) in &configs {
-        topic::validate(k, v).map_err(|reason| {
-            (
-                ErrorCode::InvalidConfig,
-                format!("invalid config {k}={v}: {reason}"),
-            )
-        })?;
+        topic::validate(k, v)
+            .map_err(|reason| (ErrorCode::InvalidConfig, format!("invalid config {k}={v}: {reason}")))?;
     }
     if validate_only {
         return Ok(());
@@ -197,28 +166,19 @@ fn alter_topic(
         })
         .map_err(|e| (ErrorCode::UnknownServerError, e.to_string()))?
         .then_some(())
-        .ok_or((
-            ErrorCode::UnknownTopicOrPartition,
-            format!("topic {name} was deleted"),
-        ))?;
-    broker
-        .replicas
-        .update_config(name, &broker.config.topic_defaults.log_config(&configs));
+        .ok_or((ErrorCode::UnknownTopicOrPartition, format!("topic {name} was deleted")))?;
+    broker.replicas.update_config(name, &broker.config.topic_defaults.log_config(&configs));
     Ok(())
 }
 
 fn broker_alter_refused(broker: &Broker, name: &str) -> (ErrorCode, String) {
     let me = broker.config.node_id.to_string();
     if !name.is_empty() && name != me {
-        return (
-            ErrorCode::InvalidRequest,
-            format!("this is broker {me}, not {name}"),
-        );
+        return (ErrorCode::InvalidRequest, format!("this is broker {me}, not {name}"));
     }
     (
         ErrorCode::InvalidRequest,
-        "dynamic broker configuration is not supported; set it in server.properties and restart"
-            .into(),
+        "dynamic broker configuration is not supported; set it in server.properties and restart".into(),
     )
 }
 
@@ -229,25 +189,17 @@ pub fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfigsRespo
         .into_iter()
         .map(|res| {
             let outcome = match res.resource_type {
-                TOPIC => alter_topic(
-                    broker,
-                    &res.resource_name,
-                    request.validate_only,
-                    |configs| {
-                        configs.clear();
-                        for c in &res.configs {
-                            if let Some(v) = &c.value {
-                                configs.insert(c.name.clone(), v.clone());
-                            }
+                TOPIC => alter_topic(broker, &res.resource_name, request.validate_only, |configs| {
+                    configs.clear();
+                    for c in &res.configs {
+                        if let Some(v) = &c.value {
+                            configs.insert(c.name.clone(), v.clone());
                         }
-                        Ok(())
-                    },
-                ),
+                    }
+                    Ok(())
+                }),
                 BROKER => Err(broker_alter_refused(broker, &res.resource_name)),
-                other => Err((
-                    ErrorCode::InvalidRequest,
-                    format!("resource type {other} is not supported"),
-                )),
+                other => Err((ErrorCode::InvalidRequest, format!("resource type {other} is not supported"))),
             };
             let (error_code, error_message) = split(outcome);
             AlterConfigsResourceResponse {
@@ -258,10 +210,7 @@ pub fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfigsRespo
             }
         })
         .collect();
-    AlterConfigsResponse {
-        responses,
-        ..Default::default()
-    }
+    AlterConfigsResponse { responses, ..Default::default() }
 }
 
 fn split(outcome: Result<(), (ErrorCode, String)>) -> (i16, Option<String>) {
@@ -281,17 +230,11 @@ pub fn incremental_alter(
         .into_iter()
         .map(|res| {
             let outcome = match res.resource_type {
-                TOPIC => alter_topic(
-                    broker,
-                    &res.resource_name,
-                    request.validate_only,
-                    |configs| apply_ops(configs, &res.configs),
-                ),
+                TOPIC => alter_topic(broker, &res.resource_name, request.validate_only, |configs| {
+                    apply_ops(configs, &res.configs)
+                }),
                 BROKER => Err(broker_alter_refused(broker, &res.resource_name)),
-                other => Err((
-                    ErrorCode::InvalidRequest,
-                    format!("resource type {other} is not supported"),
-                )),
+                other => Err((ErrorCode::InvalidRequest, format!("resource type {other} is not supported"))),
             };
             let (error_code, error_message) = split(outcome);
             incremental::AlterConfigsResourceResponse {
@@ -302,10 +245,7 @@ pub fn incremental_alter(
             }
         })
         .collect();
-    IncrementalAlterConfigsResponse {
-        responses,
-        ..Default::default()
-    }
+    IncrementalAlterConfigsResponse { responses, ..Default::default() }
 }
 
 fn apply_ops(
@@ -314,17 +254,10 @@ fn apply_ops(
 ) -> Result<(), (ErrorCode, String)> {
     for (i, op) in ops.iter().enumerate() {
         if ops[..i].iter().any(|o| o.name == op.name) {
-            return Err((
-                ErrorCode::InvalidRequest,
-                format!("config {} appears more than once", op.name),
-            ));
+            return Err((ErrorCode::InvalidRequest, format!("config {} appears more than once", op.name)));
         }
-        let key = topic::key(&op.name).ok_or_else(|| {
-            (
-                ErrorCode::InvalidConfig,
-                format!("unknown topic config {}", op.name),
-            )
-        })?;
+        let key = topic::key(&op.name)
+            .ok_or_else(|| (ErrorCode::InvalidConfig, format!("unknown topic config {}", op.name)))?;
         let value = op.value.clone().unwrap_or_default();
         match op.config_operation {
             0 => {
@@ -340,15 +273,9 @@ fn apply_ops(
                         format!("{} is not a list; APPEND/SUBTRACT do not apply", op.name),
                     ));
                 }
-                let current = configs
-                    .get(&op.name)
-                    .cloned()
-                    .unwrap_or_else(|| key.default.to_string());
-                let mut items: Vec<String> = current
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect();
+                let current = configs.get(&op.name).cloned().unwrap_or_else(|| key.default.to_string());
+                let mut items: Vec<String> =
+                    current.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
                 for v in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     if op.config_operation == 2 {
                         if !items.iter().any(|i| i == v) {
@@ -360,12 +287,7 @@ fn apply_ops(
                 }
                 configs.insert(op.name.clone(), items.join(","));
             }
-            other => {
-                return Err((
-                    ErrorCode::InvalidRequest,
-                    format!("unknown config operation {other}"),
-                ))
-            }
+            other => return Err((ErrorCode::InvalidRequest, format!("unknown config operation {other}"))),
         }
     }
     Ok(())

@@ -12,10 +12,7 @@ pub fn handle(broker: &Broker, request: CreatePartitionsRequest) -> CreatePartit
         .topics
         .into_iter()
         .map(|t| {
-            let mut result = CreatePartitionsTopicResult {
-                name: t.name.clone(),
-                ..Default::default()
-            };
+            let mut result = CreatePartitionsTopicResult { name: t.name.clone(), ..Default::default() };
             let fail = |r: &mut CreatePartitionsTopicResult, code: ErrorCode, msg: String| {
                 r.error_code = code.code();
                 r.error_message = Some(msg);
@@ -42,8 +39,7 @@ pub fn handle(broker: &Broker, request: CreatePartitionsRequest) -> CreatePartit
             if let Some(assignments) = &t.assignments {
                 let node = broker.config.node_id;
                 let added = (t.count - meta.partitions) as usize;
-                if assignments.len() != added || assignments.iter().any(|a| a.broker_ids != [node])
-                {
+                if assignments.len() != added || assignments.iter().any(|a| a.broker_ids != [node]) {
                     fail(
                         &mut result,
                         ErrorCode::InvalidReplicaAssignment,
@@ -68,25 +64,16 @@ pub fn handle(broker: &Broker, request: CreatePartitionsRequest) -> CreatePartit
                 Ok(Some(m)) => {
                     let config = broker.config.topic_defaults.log_config(&m.configs);
                     if let Err(e) = broker.replicas.ensure_topic(&m.name, m.partitions, &config) {
-                        fail(
-                            &mut result,
-                            crate::errors::storage_error_code(&e),
-                            e.to_string(),
-                        );
+                        fail(&mut result, crate::errors::storage_error_code(&e), e.to_string());
                     }
                 }
-                Ok(None) => fail(
-                    &mut result,
-                    ErrorCode::InvalidPartitions,
-                    "the topic changed concurrently".into(),
-                ),
+                Ok(None) => {
+                    fail(&mut result, ErrorCode::InvalidPartitions, "the topic changed concurrently".into())
+                }
                 Err(e) => fail(&mut result, ErrorCode::UnknownServerError, e.to_string()),
             }
             result
         })
         .collect();
-    CreatePartitionsResponse {
-        results,
-        ..Default::default()
-    }
+    CreatePartitionsResponse { results, ..Default::default() }
 }

@@ -18,16 +18,11 @@ pub fn handle(broker: &Broker, version: i16, request: CreateTopicsRequest) -> Cr
         .topics
         .into_iter()
         .map(|t| {
-            let mut result = CreatableTopicResult {
-                name: t.name.clone(),
-                ..Default::default()
-            };
+            let mut result = CreatableTopicResult { name: t.name.clone(), ..Default::default() };
             if seen.get(&t.name).copied().unwrap_or(0) > 1 {
                 result.error_code = ErrorCode::InvalidRequest.code();
-                result.error_message = Some(format!(
-                    "topic {} appears more than once in the request",
-                    t.name
-                ));
+                result.error_message =
+                    Some(format!("topic {} appears more than once in the request", t.name));
                 return result;
             }
             let mut partitions = t.num_partitions;
@@ -36,20 +31,14 @@ pub fn handle(broker: &Broker, version: i16, request: CreateTopicsRequest) -> Cr
                 if partitions != -1 || replication_factor != -1 {
                     result.error_code = ErrorCode::InvalidRequest.code();
                     result.error_message = Some(
-                        "num_partitions and replication_factor must be -1 with manual assignments"
-                            .into(),
+                        "num_partitions and replication_factor must be -1 with manual assignments".into(),
                     );
                     return result;
                 }
                 let node = broker.config.node_id;
-                let bad = t
-                    .assignments
-                    .iter()
-                    .any(|a| a.broker_ids.iter().any(|b| *b != node));
-                let sizes_differ = t
-                    .assignments
-                    .iter()
-                    .any(|a| a.broker_ids.len() != t.assignments[0].broker_ids.len());
+                let bad = t.assignments.iter().any(|a| a.broker_ids.iter().any(|b| *b != node));
+                let sizes_differ =
+                    t.assignments.iter().any(|a| a.broker_ids.len() != t.assignments[0].broker_ids.len());
                 if bad || sizes_differ || t.assignments[0].broker_ids.is_empty() {
                     result.error_code = ErrorCode::InvalidReplicaAssignment.code();
                     result.error_message = Some(format!("replicas must be exactly [{node}]"));
@@ -71,19 +60,10 @@ pub fn handle(broker: &Broker, version: i16, request: CreateTopicsRequest) -> Cr
                     }
                 }
             }
-            match broker.create_topic(
-                &t.name,
-                partitions,
-                replication_factor,
-                configs,
-                request.validate_only,
-            ) {
+            match broker.create_topic(&t.name, partitions, replication_factor, configs, request.validate_only)
+            {
                 Ok(meta) => {
-                    result.topic_id = if request.validate_only {
-                        Default::default()
-                    } else {
-                        meta.id
-                    };
+                    result.topic_id = if request.validate_only { Default::default() } else { meta.id };
                     result.num_partitions = meta.partitions;
                     result.replication_factor = 1;
                     if version >= 5 {
@@ -113,8 +93,5 @@ pub fn handle(broker: &Broker, version: i16, request: CreateTopicsRequest) -> Cr
             result
         })
         .collect();
-    CreateTopicsResponse {
-        topics,
-        ..Default::default()
-    }
+    CreateTopicsResponse { topics, ..Default::default() }
 }

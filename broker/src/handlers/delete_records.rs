@@ -3,8 +3,7 @@
 
 use crate::broker::Broker;
 use strata_protocol::messages::delete_records::{
-    DeleteRecordsPartitionResult, DeleteRecordsRequest, DeleteRecordsResponse,
-    DeleteRecordsTopicResult,
+    DeleteRecordsPartitionResult, DeleteRecordsRequest, DeleteRecordsResponse, DeleteRecordsTopicResult,
 };
 use strata_protocol::ErrorCode;
 
@@ -40,14 +39,8 @@ pub fn handle(broker: &Broker, request: DeleteRecordsRequest) -> DeleteRecordsRe
                     r
                 })
                 .collect();
-            DeleteRecordsTopicResult {
-                name: t.name,
-                partitions,
-            }
+            DeleteRecordsTopicResult { name: t.name, partitions }
         })
         .collect();
-    DeleteRecordsResponse {
-        topics,
-        ..Default::default()
-    }
+    DeleteRecordsResponse { topics, ..Default::default() }
 }

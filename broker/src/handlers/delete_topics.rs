@@ -10,17 +10,9 @@ use strata_protocol::ErrorCode;
 /// Handles DeleteTopics.
 pub fn handle(broker: &Broker, version: i16, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
-        request
-            .topics
-            .into_iter()
-            .map(|t| (t.name, t.topic_id))
-            .collect()
+        request.topics.into_iter().map(|t| (t.name, t.topic_id)).collect()
     } else {
-        request
-            .topic_names
-            .into_iter()
-            .map(|n| (Some(n), Uuid::ZERO))
-            .collect()
+        request.topic_names.into_iter().map(|n| (Some(n), Uuid::ZERO)).collect()
     };
     let responses = wanted
         .into_iter()
@@ -48,16 +40,8 @@ pub fn handle(broker: &Broker, version: i16, request: DeleteTopicsRequest) -> De
                 Ok(()) => 0,
                 Err(code) => code.code(),
             };
-            DeletableTopicResult {
-                name: Some(topic),
-                topic_id,
-                error_code,
-                error_message: None,
-            }
+            DeletableTopicResult { name: Some(topic), topic_id, error_code, error_message: None }
         })
         .collect();
-    DeleteTopicsResponse {
-        responses,
-        ..Default::default()
-    }
+    DeleteTopicsResponse { responses, ..Default::default() }
 }

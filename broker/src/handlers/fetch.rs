@@ -11,9 +11,7 @@ use crate::errors::storage_error_code;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
-use strata_protocol::messages::fetch::{
-    FetchRequest, FetchResponse, FetchableTopicResponse, PartitionData,
-};
+use strata_protocol::messages::fetch::{FetchRequest, FetchResponse, FetchableTopicResponse, PartitionData};
 use strata_protocol::ErrorCode;
 
 /// Handles a Fetch request.
@@ -26,8 +24,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
             ..Default::default()
         };
     }
-    let deadline =
-        tokio::time::Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let mut appends = broker.replicas.subscribe_appends();
     loop {
         appends.borrow_and_update();
@@ -49,11 +46,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
 /// One pass over every requested partition: the response, the bytes it carries, and
 /// whether any partition answered with an error (which ends the wait, like Kafka).
 fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResponse, usize, bool) {
-    let mut remaining = if version >= 3 {
-        request.max_bytes.max(0) as usize
-    } else {
-        usize::MAX
-    };
+    let mut remaining = if version >= 3 { request.max_bytes.max(0) as usize } else { usize::MAX };
     let mut total = 0usize;
     let mut any_error = false;
     let mut responses = Vec::with_capacity(request.topics.len());
@@ -74,9 +67,7 @@ fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResp
                 records: Some(Bytes::new()),
                 ..Default::default()
             };
-            let partition = name
-                .as_deref()
-                .and_then(|n| broker.replicas.get(n, fp.partition));
+            let partition = name.as_deref().and_then(|n| broker.replicas.get(n, fp.partition));
             match (&name, partition) {
                 (None, _) => pd.error_code = ErrorCode::UnknownTopicId.code(),
                 (Some(_), None) => pd.error_code = ErrorCode::UnknownTopicOrPartition.code(),
@@ -115,21 +106,10 @@ fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResp
             partitions.push(pd);
         }
         responses.push(FetchableTopicResponse {
-            topic: if version < 13 {
-                topic.topic.clone()
-            } else {
-                String::new()
-            },
+            topic: if version < 13 { topic.topic.clone() } else { String::new() },
             topic_id: topic.topic_id,
             partitions,
         });
     }
-    (
-        FetchResponse {
-            responses,
-            ..Default::default()
-        },
-        total,
-        any_error,
-    )
+    (FetchResponse { responses, ..Default::default() }, total, any_error)
 }

@@ -72,14 +72,8 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsRespon
                     r
                 })
                 .collect();
-            ListOffsetsTopicResponse {
-                name: t.name,
-                partitions,
-            }
+            ListOffsetsTopicResponse { name: t.name, partitions }
         })
         .collect();
-    ListOffsetsResponse {
-        topics,
-        ..Default::default()
-    }
+    ListOffsetsResponse { topics, ..Default::default() }
 }

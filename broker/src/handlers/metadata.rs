@@ -15,12 +15,7 @@ pub fn handle(broker: &Broker, version: i16, request: MetadataRequest) -> Metada
     let (host, port) = broker.advertised_address();
     let node = broker.config.node_id;
     let mut response = MetadataResponse {
-        brokers: vec![MetadataResponseBroker {
-            node_id: node,
-            host,
-            port,
-            rack: broker.config.rack.clone(),
-        }],
+        brokers: vec![MetadataResponseBroker { node_id: node, host, port, rack: broker.config.rack.clone() }],
         cluster_id: Some(broker.cluster_id.clone()),
         controller_id: node,
         ..Default::default()
@@ -35,19 +30,13 @@ pub fn handle(broker: &Broker, version: i16, request: MetadataRequest) -> Metada
     match requested {
         None => {
             let snapshot = broker.topics.snapshot();
-            response.topics = snapshot
-                .by_name
-                .values()
-                .map(|m| describe(broker, m))
-                .collect();
+            response.topics = snapshot.by_name.values().map(|m| describe(broker, m)).collect();
         }
         Some(topics) => {
             for t in topics {
                 let by_name = match t.name {
                     Some(name) => Some(name),
-                    None if !t.topic_id.is_zero() => {
-                        broker.topics.snapshot().by_id.get(&t.topic_id).cloned()
-                    }
+                    None if !t.topic_id.is_zero() => broker.topics.snapshot().by_id.get(&t.topic_id).cloned(),
                     None => None,
                 };
                 let Some(name) = by_name else {
@@ -60,9 +49,7 @@ pub fn handle(broker: &Broker, version: i16, request: MetadataRequest) -> Metada
                     continue;
                 };
                 if validate_topic_name(&name).is_err() {
-                    response
-                        .topics
-                        .push(error_topic(name, ErrorCode::InvalidTopicException));
+                    response.topics.push(error_topic(name, ErrorCode::InvalidTopicException));
                     continue;
                 }
                 match broker.get_or_auto_create(&name, allow_auto_create) {
@@ -76,27 +63,16 @@ pub fn handle(broker: &Broker, version: i16, request: MetadataRequest) -> Metada
 }
 
 fn error_topic(name: String, code: ErrorCode) -> MetadataResponseTopic {
-    MetadataResponseTopic {
-        error_code: code.code(),
-        name: Some(name),
-        ..Default::default()
-    }
+    MetadataResponseTopic { error_code: code.code(), name: Some(name), ..Default::default() }
 }
 
 fn describe(broker: &Broker, meta: &TopicMeta) -> MetadataResponseTopic {
     let node = broker.config.node_id;
     let partitions = (0..meta.partitions)
         .map(|index| {
-            let epoch = broker
-                .replicas
-                .get(&meta.name, index)
-                .map(|p| p.leader_epoch());
+            let epoch = broker.replicas.get(&meta.name, index).map(|p| p.leader_epoch());
             MetadataResponsePartition {
-                error_code: if epoch.is_some() {
-                    0
-                } else {
-                    ErrorCode::LeaderNotAvailable.code()
-                },
+                error_code: if epoch.is_some() { 0 } else { ErrorCode::LeaderNotAvailable.code() },
                 partition_index: index,
                 leader_id: if epoch.is_some() { node } else { -1 },
                 leader_epoch: epoch.unwrap_or(-1),

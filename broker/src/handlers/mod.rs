@@ -10,6 +10,7 @@ mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod fetch;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -38,71 +39,20 @@ pub struct Served {
 pub const SERVED: &[Served] = &[
     // Produce v0-2 are advertised (older librdkafka disables compression otherwise) but
     // answered with UNSUPPORTED_VERSION, as Kafka 4 does (KIP-896).
-    Served {
-        api: ApiKey::Produce,
-        min: 0,
-        max: 10,
-    },
-    Served {
-        api: ApiKey::Fetch,
-        min: 4,
-        max: 16,
-    },
-    Served {
-        api: ApiKey::ListOffsets,
-        min: 1,
-        max: 7,
-    },
-    Served {
-        api: ApiKey::Metadata,
-        min: 0,
-        max: 12,
-    },
-    Served {
-        api: ApiKey::ApiVersions,
-        min: 0,
-        max: 3,
-    },
-    Served {
-        api: ApiKey::CreateTopics,
-        min: 2,
-        max: 7,
-    },
-    Served {
-        api: ApiKey::DeleteTopics,
-        min: 1,
-        max: 6,
-    },
-    Served {
-        api: ApiKey::DeleteRecords,
-        min: 0,
-        max: 2,
-    },
-    Served {
-        api: ApiKey::DescribeConfigs,
-        min: 1,
-        max: 4,
-    },
-    Served {
-        api: ApiKey::AlterConfigs,
-        min: 0,
-        max: 2,
-    },
-    Served {
-        api: ApiKey::CreatePartitions,
-        min: 0,
-        max: 3,
-    },
-    Served {
-        api: ApiKey::IncrementalAlterConfigs,
-        min: 0,
-        max: 1,
-    },
-    Served {
-        api: ApiKey::DescribeCluster,
-        min: 0,
-        max: 1,
-    },
+    Served { api: ApiKey::Produce, min: 0, max: 10 },
+    Served { api: ApiKey::Fetch, min: 4, max: 16 },
+    Served { api: ApiKey::ListOffsets, min: 1, max: 7 },
+    Served { api: ApiKey::Metadata, min: 0, max: 12 },
+    Served { api: ApiKey::ApiVersions, min: 0, max: 3 },
+    Served { api: ApiKey::CreateTopics, min: 2, max: 7 },
+    Served { api: ApiKey::DeleteTopics, min: 1, max: 6 },
+    Served { api: ApiKey::DeleteRecords, min: 0, max: 2 },
+    Served { api: ApiKey::DescribeConfigs, min: 1, max: 4 },
+    Served { api: ApiKey::AlterConfigs, min: 0, max: 2 },
+    Served { api: ApiKey::CreatePartitions, min: 0, max: 3 },
+    Served { api: ApiKey::IncrementalAlterConfigs, min: 0, max: 1 },
+    Served { api: ApiKey::DescribeCluster, min: 0, max: 1 },
+    Served { api: ApiKey::InitProducerId, min: 0, max: 4 },
 ];
 
 /// The served range of `api`, if served.
@@ -144,11 +94,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request) -> Outcome {
         return match unsupported_version(&header) {
             Some(chunks) => Outcome::Respond(chunks),
             None => {
-                tracing::info!(
-                    api = api.name(),
-                    version,
-                    "closing connection: version not served"
-                );
+                tracing::info!(api = api.name(), version, "closing connection: version not served");
                 Outcome::Close
             }
         };
@@ -169,15 +115,11 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request) -> Outcome {
         RequestBody::DeleteRecords(r) => delete_records::handle(broker, r).into(),
         RequestBody::DescribeConfigs(r) => admin_configs::describe(broker, version, r).into(),
         RequestBody::AlterConfigs(r) => admin_configs::alter(broker, r).into(),
-        RequestBody::IncrementalAlterConfigs(r) => {
-            admin_configs::incremental_alter(broker, r).into()
-        }
+        RequestBody::IncrementalAlterConfigs(r) => admin_configs::incremental_alter(broker, r).into(),
         RequestBody::DescribeCluster(r) => describe_cluster::handle(broker, r).into(),
+        RequestBody::InitProducerId(r) => init_producer_id::handle(broker, r).into(),
         other => {
-            tracing::info!(
-                api = other.api_key().name(),
-                "closing connection: API not served"
-            );
+            tracing::info!(api = other.api_key().name(), "closing connection: API not served");
             return Outcome::Close;
         }
     };

@@ -38,17 +38,11 @@ pub fn now_ms() -> i64 {
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Reply {
     let acks = request.acks;
     let refuse = if version < 3 {
-        Some((
-            ErrorCode::UnsupportedVersion,
-            "Produce v0-2 are not supported; use v3 or later",
-        ))
+        Some((ErrorCode::UnsupportedVersion, "Produce v0-2 are not supported; use v3 or later"))
     } else if !matches!(acks, -1..=1) {
         Some((ErrorCode::InvalidRequiredAcks, "acks must be -1, 0 or 1"))
     } else if request.transactional_id.is_some() {
-        Some((
-            ErrorCode::TransactionalIdAuthorizationFailed,
-            "transactions are not supported yet",
-        ))
+        Some((ErrorCode::TransactionalIdAuthorizationFailed, "transactions are not supported yet"))
     } else {
         None
     };
@@ -60,22 +54,10 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
         let meta = broker.topics.get(&topic.name);
         for pd in topic.partition_data {
-            let mut r = PartitionProduceResponse {
-                index: pd.index,
-                base_offset: -1,
-                ..Default::default()
-            };
+            let mut r = PartitionProduceResponse { index: pd.index, base_offset: -1, ..Default::default() };
             let outcome = match refuse {
                 Some((code, message)) => Err((code, Some(message.to_string()))),
-                None => append(
-                    broker,
-                    meta.as_deref(),
-                    &topic.name,
-                    pd.index,
-                    pd.records,
-                    acks,
-                    now,
-                ),
+                None => append(broker, meta.as_deref(), &topic.name, pd.index, pd.records, acks, now),
             };
             match outcome {
                 Ok((base_offset, log_append_time, log_start_offset)) => {
@@ -92,25 +74,15 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
             }
             partition_responses.push(r);
         }
-        responses.push(TopicProduceResponse {
-            name: topic.name,
-            partition_responses,
-        });
+        responses.push(TopicProduceResponse { name: topic.name, partition_responses });
     }
     if appended {
         broker.replicas.notify_appended();
     }
     if acks == 0 {
-        return if any_error {
-            Reply::Close
-        } else {
-            Reply::Nothing
-        };
+        return if any_error { Reply::Close } else { Reply::Nothing };
     }
-    Reply::Respond(ProduceResponse {
-        responses,
-        ..Default::default()
-    })
+    Reply::Respond(ProduceResponse { responses, ..Default::default() })
 }
 
 type Appended = (i64, i64, i64);
@@ -137,33 +109,21 @@ fn append(
         ));
     }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return Err((
-            ErrorCode::InvalidRecord,
-            Some("produce request without records".into()),
-        ));
+        return Err((ErrorCode::InvalidRecord, Some("produce request without records".into())));
     };
     if acks == -1 {
-        let (min_isr, _) = broker
-            .config
-            .topic_defaults
-            .resolve(&meta.configs, "min.insync.replicas");
+        let (min_isr, _) = broker.config.topic_defaults.resolve(&meta.configs, "min.insync.replicas");
         let min_isr: usize = min_isr.parse().unwrap_or(1);
         let isr_size = 1;
         if isr_size < min_isr {
             return Err((
                 ErrorCode::NotEnoughReplicas,
-                Some(format!(
-                    "in-sync replicas {isr_size} below min.insync.replicas {min_isr}"
-                )),
+                Some(format!("in-sync replicas {isr_size} below min.insync.replicas {min_isr}")),
             ));
         }
     }
     match partition.append_as_leader(records, now) {
-        Ok(info) => Ok((
-            info.first_offset,
-            info.log_append_time,
-            info.log_start_offset,
-        )),
+        Ok(info) => Ok((info.first_offset, info.log_append_time, info.log_start_offset)),
         Err(e) => {
             tracing::debug!(topic, partition = index, error = %e, "append refused");
             Err((storage_error_code(&e), Some(e.to_string())))
