@@ -50,9 +50,7 @@ pub(crate) fn write_log_start_offset(dir: &Path, offset: i64) -> Result<()> {
 
 /// fsyncs a directory so a rename or create in it is durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io(IoOp::Sync, dir, 0, e))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StorageError::io(IoOp::Sync, dir, 0, e))
 }
 
 #[cfg(test)]

@@ -63,8 +63,7 @@ impl LogConfig {
     /// Checks ranges once so the log can rely on them: segment positions must fit the
     /// u32 positions of the offset index, and an index must hold at least two entries.
     pub fn validate(&self) -> Result<()> {
-        let invalid =
-            |key: &'static str, value: String| Err(StorageError::InvalidConfig { key, value });
+        let invalid = |key: &'static str, value: String| Err(StorageError::InvalidConfig { key, value });
         if self.segment_bytes < 14 || self.segment_bytes > i32::MAX as u64 {
             return invalid("segment.bytes", self.segment_bytes.to_string());
         }
@@ -90,10 +89,7 @@ impl LogConfig {
             return invalid("flush.ms", self.flush_interval_ms.to_string());
         }
         if self.file_delete_delay_ms < 0 {
-            return invalid(
-                "file.delete.delay.ms",
-                self.file_delete_delay_ms.to_string(),
-            );
+            return invalid("file.delete.delay.ms", self.file_delete_delay_ms.to_string());
         }
         Ok(())
     }

@@ -171,18 +171,8 @@ pub enum StorageError {
 
 impl StorageError {
     /// Builds an [`StorageError::Io`] for `path`.
-    pub(crate) fn io(
-        op: IoOp,
-        path: impl Into<PathBuf>,
-        position: u64,
-        source: std::io::Error,
-    ) -> Self {
-        StorageError::Io {
-            op,
-            path: path.into(),
-            position,
-            source,
-        }
+    pub(crate) fn io(op: IoOp, path: impl Into<PathBuf>, position: u64, source: std::io::Error) -> Self {
+        StorageError::Io { op, path: path.into(), position, source }
     }
 }
 

@@ -21,20 +21,13 @@ pub struct FileSlice {
 
 impl std::fmt::Debug for FileSlice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileSlice")
-            .field("position", &self.position)
-            .field("len", &self.len)
-            .finish()
+        f.debug_struct("FileSlice").field("position", &self.position).field("len", &self.len).finish()
     }
 }
 
 impl FileSlice {
     pub(crate) fn new(file: Arc<File>, position: u64, len: u32) -> Self {
-        FileSlice {
-            file,
-            position,
-            len,
-        }
+        FileSlice { file, position, len }
     }
 
     /// The segment file, for zero-copy transfer.

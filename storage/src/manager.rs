@@ -45,14 +45,12 @@ impl LogManager {
         let marker = root.join(CLEAN_SHUTDOWN_FILE);
         let clean_shutdown = marker.exists();
         if clean_shutdown {
-            std::fs::remove_file(&marker)
-                .map_err(|e| StorageError::io(IoOp::Delete, &marker, 0, e))?;
+            std::fs::remove_file(&marker).map_err(|e| StorageError::io(IoOp::Delete, &marker, 0, e))?;
             sync_dir(root)?;
         }
         tracing::info!(root = %root.display(), clean_shutdown, "opening log dir");
         let mut logs = HashMap::new();
-        let entries =
-            std::fs::read_dir(root).map_err(|e| StorageError::io(IoOp::ListDir, root, 0, e))?;
+        let entries = std::fs::read_dir(root).map_err(|e| StorageError::io(IoOp::ListDir, root, 0, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| StorageError::io(IoOp::ListDir, root, 0, e))?;
             let path = entry.path();
@@ -64,29 +62,17 @@ impl LogManager {
             };
             if name.ends_with(DELETE_DIR_SUFFIX) {
                 tracing::info!(dir = %path.display(), "removing partially deleted log");
-                std::fs::remove_dir_all(&path)
-                    .map_err(|e| StorageError::io(IoOp::Delete, &path, 0, e))?;
+                std::fs::remove_dir_all(&path).map_err(|e| StorageError::io(IoOp::Delete, &path, 0, e))?;
                 continue;
             }
             let Some((topic, partition)) = parse_partition_dir(&name) else {
                 tracing::warn!(dir = %path.display(), "ignoring directory that is not <topic>-<partition>");
                 continue;
             };
-            let log = Log::open(
-                root,
-                topic,
-                partition,
-                default_config.clone(),
-                clean_shutdown,
-                now_ms,
-            )?;
+            let log = Log::open(root, topic, partition, default_config.clone(), clean_shutdown, now_ms)?;
             logs.insert((topic.to_string(), partition), Arc::new(log));
         }
-        Ok(LogManager {
-            root: root.to_path_buf(),
-            clean_shutdown,
-            logs: RwLock::new(logs),
-        })
+        Ok(LogManager { root: root.to_path_buf(), clean_shutdown, logs: RwLock::new(logs) })
     }
 
     /// The log dir.
@@ -116,9 +102,7 @@ impl LogManager {
             return Ok(log.clone());
         }
         // A brand-new directory has nothing to recover.
-        let log = Arc::new(Log::open(
-            &self.root, topic, partition, config, true, now_ms,
-        )?);
+        let log = Arc::new(Log::open(&self.root, topic, partition, config, true, now_ms)?);
         logs.insert((topic.to_string(), partition), log.clone());
         Ok(log)
     }
@@ -140,17 +124,13 @@ impl LogManager {
         let Some(log) = removed else { return Ok(false) };
         log.close()?;
         let dir = self.root.join(partition_dir_name(topic, partition)?);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let doomed = self.root.join(format!(
-            "{}.{nanos}{DELETE_DIR_SUFFIX}",
-            partition_dir_name(topic, partition)?
-        ));
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let doomed =
+            self.root.join(format!("{}.{nanos}{DELETE_DIR_SUFFIX}", partition_dir_name(topic, partition)?));
         std::fs::rename(&dir, &doomed).map_err(|e| StorageError::io(IoOp::Rename, &dir, 0, e))?;
         sync_dir(&self.root)?;
-        std::fs::remove_dir_all(&doomed)
-            .map_err(|e| StorageError::io(IoOp::Delete, &doomed, 0, e))?;
+        std::fs::remove_dir_all(&doomed).map_err(|e| StorageError::io(IoOp::Delete, &doomed, 0, e))?;
         Ok(true)
     }
 
@@ -187,14 +167,8 @@ mod tests {
     #[test]
     fn partition_dir_names() {
         assert_eq!(parse_partition_dir("orders-3"), Some(("orders", 3)));
-        assert_eq!(
-            parse_partition_dir("my-topic.v2-12"),
-            Some(("my-topic.v2", 12))
-        );
-        assert_eq!(
-            parse_partition_dir("__consumer_offsets-49"),
-            Some(("__consumer_offsets", 49))
-        );
+        assert_eq!(parse_partition_dir("my-topic.v2-12"), Some(("my-topic.v2", 12)));
+        assert_eq!(parse_partition_dir("__consumer_offsets-49"), Some(("__consumer_offsets", 49)));
         assert_eq!(parse_partition_dir("orders"), None);
         assert_eq!(parse_partition_dir("-1"), None);
         assert_eq!(parse_partition_dir("orders--1"), Some(("orders-", 1)));

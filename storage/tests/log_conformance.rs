@@ -6,8 +6,7 @@ mod common;
 use bytes::{Bytes, BytesMut};
 use common::*;
 use strata_protocol::records::{
-    Compression, EndTxnMarker, EndTxnMarkerBatch, RecordBatch, RecordBatchMut, TimestampType,
-    NO_SEQUENCE,
+    Compression, EndTxnMarker, EndTxnMarkerBatch, RecordBatch, RecordBatchMut, TimestampType, NO_SEQUENCE,
 };
 use strata_storage::{AppendOrigin, Log, LogConfig, StorageError, TimestampAndOffset};
 
@@ -20,25 +19,14 @@ fn append_assigns_dense_offsets_and_stamps_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), small_config());
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
-    assert!(dir
-        .path()
-        .join("orders.v1-eu-3/00000000000000000000.log")
-        .exists());
+    assert!(dir.path().join("orders.v1-eu-3/00000000000000000000.log").exists());
 
     let info = log.append(batch("a", 3, 10), 7, 100).unwrap();
-    assert_eq!(
-        (info.first_offset, info.last_offset, info.log_append_time),
-        (0, 2, -1)
-    );
-    let info = log
-        .append(concat(&[batch("b", 2, 11), batch("c", 4, 12)]), 7, 100)
-        .unwrap();
+    assert_eq!((info.first_offset, info.last_offset, info.log_append_time), (0, 2, -1));
+    let info = log.append(concat(&[batch("b", 2, 11), batch("c", 4, 12)]), 7, 100).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (3, 8));
     assert_eq!(info.batches.len(), 2);
-    assert_eq!(
-        (info.batches[1].base_offset, info.batches[1].last_offset),
-        (5, 8)
-    );
+    assert_eq!((info.batches[1].base_offset, info.batches[1].last_offset), (5, 8));
     assert_eq!((info.max_timestamp, info.offset_of_max_timestamp), (12, 5));
     assert_eq!(log.log_end_offset(), 9);
 
@@ -56,28 +44,13 @@ fn append_assigns_dense_offsets_and_stamps_epoch() {
 fn producer_metadata_reaches_batch_info() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), small_config());
-    let mut b = strata_protocol::records::RecordBatchBuilder::new(0)
-        .producer(42, 3, 100)
-        .transactional(true);
+    let mut b = strata_protocol::records::RecordBatchBuilder::new(0).producer(42, 3, 100).transactional(true);
     for i in 0..5 {
-        b.append(&strata_protocol::records::NewRecord::new(
-            i,
-            None,
-            Some(Bytes::from("x")),
-        ))
-        .unwrap();
+        b.append(&strata_protocol::records::NewRecord::new(i, None, Some(Bytes::from("x")))).unwrap();
     }
     let info = log.append(b.build().unwrap(), 0, 0).unwrap();
     let bi = &info.batches[0];
-    assert_eq!(
-        (
-            bi.producer_id,
-            bi.producer_epoch,
-            bi.base_sequence,
-            bi.last_sequence
-        ),
-        (42, 3, 100, 104)
-    );
+    assert_eq!((bi.producer_id, bi.producer_epoch, bi.base_sequence, bi.last_sequence), (42, 3, 100, 104));
     assert!(bi.is_transactional && !bi.is_control && bi.end_txn_marker.is_none());
 
     // Clients cannot write markers; the coordinator can.
@@ -90,42 +63,22 @@ fn producer_metadata_reaches_batch_info() {
     }
     .build(0)
     .unwrap();
-    assert!(matches!(
-        log.append(marker.clone(), 0, 0),
-        Err(StorageError::InvalidRecord { .. })
-    ));
-    let info = log
-        .append_with_origin(marker, 0, AppendOrigin::Coordinator, 0)
-        .unwrap();
+    assert!(matches!(log.append(marker.clone(), 0, 0), Err(StorageError::InvalidRecord { .. })));
+    let info = log.append_with_origin(marker, 0, AppendOrigin::Coordinator, 0).unwrap();
     assert_eq!(info.first_offset, 5);
     assert!(info.batches[0].is_control);
-    assert_eq!(
-        info.batches[0].end_txn_marker,
-        Some(EndTxnMarker::commit(4))
-    );
+    assert_eq!(info.batches[0].end_txn_marker, Some(EndTxnMarker::commit(4)));
     assert_eq!(info.batches[0].base_sequence, NO_SEQUENCE);
 }
 
 #[test]
 fn every_codec_round_trips_through_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(
-        dir.path(),
-        LogConfig {
-            segment_bytes: 1 << 20,
-            ..small_config()
-        },
-    );
-    let codecs = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
+    let log = open(dir.path(), LogConfig { segment_bytes: 1 << 20, ..small_config() });
+    let codecs =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
     for (i, codec) in codecs.into_iter().enumerate() {
-        log.append(batch_with(&format!("z{i}"), &[5, 1, 9], codec), 0, 0)
-            .unwrap();
+        log.append(batch_with(&format!("z{i}"), &[5, 1, 9], codec), 0, 0).unwrap();
     }
     let all = read_all(&log);
     assert_eq!(all.len(), 15);
@@ -151,22 +104,13 @@ fn read_starts_at_the_batch_containing_the_offset() {
         log.read(11, 100, i64::MAX, true),
         Err(StorageError::OffsetOutOfRange { offset: 11, .. })
     ));
-    assert!(matches!(
-        log.read(-1, 100, i64::MAX, true),
-        Err(StorageError::OffsetOutOfRange { .. })
-    ));
+    assert!(matches!(log.read(-1, 100, i64::MAX, true), Err(StorageError::OffsetOutOfRange { .. })));
 }
 
 #[test]
 fn read_respects_byte_and_offset_limits() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(
-        dir.path(),
-        LogConfig {
-            segment_bytes: 1 << 20,
-            ..small_config()
-        },
-    );
+    let log = open(dir.path(), LogConfig { segment_bytes: 1 << 20, ..small_config() });
     let a = batch("a", 3, 1);
     let size = a.len();
     for tag in ["a", "b", "c", "d"] {
@@ -178,17 +122,8 @@ fn read_respects_byte_and_offset_limits() {
     assert_eq!(count(&log.read(0, 1, i64::MAX, true).unwrap()), 1);
     // Exactly two batches, and a byte short of three.
     assert_eq!(count(&log.read(0, 2 * size, i64::MAX, false).unwrap()), 2);
-    assert_eq!(
-        count(&log.read(0, 3 * size - 1, i64::MAX, false).unwrap()),
-        2
-    );
-    assert_eq!(
-        log.read(0, 2 * size, i64::MAX, false)
-            .unwrap()
-            .records
-            .len() as usize,
-        2 * size
-    );
+    assert_eq!(count(&log.read(0, 3 * size - 1, i64::MAX, false).unwrap()), 2);
+    assert_eq!(log.read(0, 2 * size, i64::MAX, false).unwrap().records.len() as usize, 2 * size);
     // max_offset is exclusive on base offsets: a batch starting at it is excluded, one
     // that merely contains it is included.
     assert_eq!(count(&log.read(0, 1 << 20, 6, false).unwrap()), 2);
@@ -204,18 +139,12 @@ fn rolls_by_size_and_lookups_work_across_many_segments() {
     let mut expected = Vec::new();
     for i in 0..200 {
         let n = 1 + i % 4;
-        let info = log
-            .append(batch(&format!("r{i}"), n, i as i64), 0, 0)
-            .unwrap();
+        let info = log.append(batch(&format!("r{i}"), n, i as i64), 0, 0).unwrap();
         for (j, offset) in (info.first_offset..=info.last_offset).enumerate() {
             expected.push((offset, Bytes::from(format!("r{i}-{j}"))));
         }
     }
-    assert!(
-        log.num_segments() >= 8,
-        "only {} segments",
-        log.num_segments()
-    );
+    assert!(log.num_segments() >= 8, "only {} segments", log.num_segments());
     for segment_base in log.segment_base_offsets() {
         let name = format!("orders.v1-eu-3/{segment_base:020}.log");
         let len = std::fs::metadata(dir.path().join(name)).unwrap().len();
@@ -237,13 +166,7 @@ fn rolls_by_size_and_lookups_work_across_many_segments() {
 #[test]
 fn rolls_by_time_measured_from_the_first_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(
-        dir.path(),
-        LogConfig {
-            segment_ms: 1000,
-            ..small_config()
-        },
-    );
+    let log = open(dir.path(), LogConfig { segment_ms: 1000, ..small_config() });
     log.append(batch("a", 1, 5_000), 0, 5_000).unwrap();
     log.append(batch("b", 1, 5_900), 0, 5_900).unwrap();
     assert_eq!(log.num_segments(), 1);
@@ -279,8 +202,7 @@ fn explicit_roll_and_empty_roll() {
     log.roll().unwrap();
     assert_eq!(log.segment_base_offsets(), vec![0, 2]);
     // The rolled segment's indexes are trimmed to their entries.
-    let index =
-        std::fs::metadata(dir.path().join("orders.v1-eu-3/00000000000000000000.index")).unwrap();
+    let index = std::fs::metadata(dir.path().join("orders.v1-eu-3/00000000000000000000.index")).unwrap();
     assert!(index.len().is_multiple_of(8));
     assert!(index.len() < 4096);
     log.append(batch("b", 1, 1), 0, 0).unwrap();
@@ -291,10 +213,7 @@ fn explicit_roll_and_empty_roll() {
 fn brute_offset_for_timestamp(all: &[Rec], ts: i64) -> Option<TimestampAndOffset> {
     all.iter()
         .find(|r| r.timestamp >= ts)
-        .map(|r| TimestampAndOffset {
-            timestamp: r.timestamp,
-            offset: r.offset,
-        })
+        .map(|r| TimestampAndOffset { timestamp: r.timestamp, offset: r.offset })
 }
 
 #[test]
@@ -307,31 +226,21 @@ fn offset_for_timestamp_and_max_timestamp_match_brute_force() {
         let n = 1 + i % 5;
         let ts: Vec<i64> = (0..n)
             .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 1_000 + i as i64 * 10 + (state >> 60) as i64 * 7 - 40
             })
             .collect();
-        log.append(batch_with("t", &ts, codecs[i % 3]), 0, 0)
-            .unwrap();
+        log.append(batch_with("t", &ts, codecs[i % 3]), 0, 0).unwrap();
     }
     assert!(log.num_segments() > 3);
     let all = read_all(&log);
     for ts in (900..2_400).step_by(13) {
-        assert_eq!(
-            log.offset_for_timestamp(ts).unwrap(),
-            brute_offset_for_timestamp(&all, ts),
-            "ts {ts}"
-        );
+        assert_eq!(log.offset_for_timestamp(ts).unwrap(), brute_offset_for_timestamp(&all, ts), "ts {ts}");
     }
     assert_eq!(log.offset_for_timestamp(i64::MAX).unwrap(), None);
     let max = all.iter().map(|r| r.timestamp).max().unwrap();
     let first_max = all.iter().find(|r| r.timestamp == max).unwrap().offset;
-    let expected = Some(TimestampAndOffset {
-        timestamp: max,
-        offset: first_max,
-    });
+    let expected = Some(TimestampAndOffset { timestamp: max, offset: first_max });
     assert_eq!(log.max_timestamp().unwrap(), expected);
 
     // Both survive a clean restart (the time index keeps each segment's max).
@@ -340,47 +249,26 @@ fn offset_for_timestamp_and_max_timestamp_match_brute_force() {
     let log = open(dir.path(), small_config());
     assert_eq!(log.max_timestamp().unwrap(), expected);
     for ts in (900..2_400).step_by(29) {
-        assert_eq!(
-            log.offset_for_timestamp(ts).unwrap(),
-            brute_offset_for_timestamp(&all, ts),
-            "ts {ts}"
-        );
+        assert_eq!(log.offset_for_timestamp(ts).unwrap(), brute_offset_for_timestamp(&all, ts), "ts {ts}");
     }
 }
 
 #[test]
 fn log_append_time_stamps_batches_and_fixes_crc() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        message_timestamp_type: TimestampType::LogAppendTime,
-        ..small_config()
-    };
+    let config = LogConfig { message_timestamp_type: TimestampType::LogAppendTime, ..small_config() };
     let log = open(dir.path(), config);
-    let info = log
-        .append(batch_with("x", &[1, 2, 3], Compression::Gzip), 0, 777)
-        .unwrap();
+    let info = log.append(batch_with("x", &[1, 2, 3], Compression::Gzip), 0, 777).unwrap();
     assert_eq!((info.log_append_time, info.max_timestamp), (777, 777));
     let read = log.read(0, 1 << 20, i64::MAX, false).unwrap();
     let b = &batches_of(&read)[0];
-    assert_eq!(
-        (b.timestamp_type(), b.max_timestamp()),
-        (TimestampType::LogAppendTime, 777)
-    );
+    assert_eq!((b.timestamp_type(), b.max_timestamp()), (TimestampType::LogAppendTime, 777));
     assert!(records_of(&read).iter().all(|r| r.timestamp == 777));
     assert_eq!(
         log.offset_for_timestamp(700).unwrap(),
-        Some(TimestampAndOffset {
-            timestamp: 777,
-            offset: 0
-        })
+        Some(TimestampAndOffset { timestamp: 777, offset: 0 })
     );
-    assert_eq!(
-        log.max_timestamp().unwrap(),
-        Some(TimestampAndOffset {
-            timestamp: 777,
-            offset: 0
-        })
-    );
+    assert_eq!(log.max_timestamp().unwrap(), Some(TimestampAndOffset { timestamp: 777, offset: 0 }));
 }
 
 #[test]
@@ -388,9 +276,7 @@ fn create_time_max_timestamp_is_corrected_from_records() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), small_config());
     let mut lying = BytesMut::from(&batch_with("x", &[5, 50, 7], Compression::None)[..]);
-    RecordBatchMut::new(&mut lying)
-        .unwrap()
-        .set_max_timestamp(TimestampType::CreateTime, 9_999);
+    RecordBatchMut::new(&mut lying).unwrap().set_max_timestamp(TimestampType::CreateTime, 9_999);
     let info = log.append(lying.freeze(), 0, 0).unwrap();
     assert_eq!(info.max_timestamp, 50);
     let read = log.read(0, 1 << 20, i64::MAX, false).unwrap();
@@ -400,56 +286,31 @@ fn create_time_max_timestamp_is_corrected_from_records() {
 #[test]
 fn invalid_appends_are_rejected_without_writing() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(
-        dir.path(),
-        LogConfig {
-            max_message_bytes: 300,
-            ..small_config()
-        },
-    );
+    let log = open(dir.path(), LogConfig { max_message_bytes: 300, ..small_config() });
     log.append(batch("ok", 1, 1), 0, 0).unwrap();
     let good = batch("g", 2, 1);
 
     let mut bad_crc = good.to_vec();
     let last = bad_crc.len() - 1;
     bad_crc[last] ^= 0xff;
-    let err = log
-        .append(concat(&[good.clone(), Bytes::from(bad_crc)]), 0, 0)
-        .unwrap_err();
-    assert!(
-        matches!(err, StorageError::CorruptRecord { batch_index: 1, .. }),
-        "{err:?}"
-    );
+    let err = log.append(concat(&[good.clone(), Bytes::from(bad_crc)]), 0, 0).unwrap_err();
+    assert!(matches!(err, StorageError::CorruptRecord { batch_index: 1, .. }), "{err:?}");
 
     let torn = good.slice(..good.len() - 3);
-    assert!(matches!(
-        log.append(torn, 0, 0),
-        Err(StorageError::CorruptRecord { .. })
-    ));
+    assert!(matches!(log.append(torn, 0, 0), Err(StorageError::CorruptRecord { .. })));
 
     let mut old_magic = good.to_vec();
     old_magic[16] = 1;
-    assert!(matches!(
-        log.append(Bytes::from(old_magic), 0, 0),
-        Err(StorageError::InvalidRecord { .. })
-    ));
+    assert!(matches!(log.append(Bytes::from(old_magic), 0, 0), Err(StorageError::InvalidRecord { .. })));
 
     let big = batch_with("big", &[1; 40], Compression::None);
-    assert!(matches!(
-        log.append(big, 0, 0),
-        Err(StorageError::RecordTooLarge { max: 300, .. })
-    ));
+    assert!(matches!(log.append(big, 0, 0), Err(StorageError::RecordTooLarge { max: 300, .. })));
 
     // A count that disagrees with the offsets (CRC fixed so only the count is wrong).
     let mut wrong_count = BytesMut::from(&good[..]);
     wrong_count[57..61].copy_from_slice(&5i32.to_be_bytes());
-    RecordBatchMut::new(&mut wrong_count)
-        .unwrap()
-        .recompute_crc();
-    assert!(matches!(
-        log.append(wrong_count.freeze(), 0, 0),
-        Err(StorageError::InvalidRecord { .. })
-    ));
+    RecordBatchMut::new(&mut wrong_count).unwrap().recompute_crc();
+    assert!(matches!(log.append(wrong_count.freeze(), 0, 0), Err(StorageError::InvalidRecord { .. })));
 
     assert_eq!(log.log_end_offset(), 1);
     assert_eq!(read_all(&log).len(), 1);
@@ -464,12 +325,7 @@ fn follower_append_keeps_offsets() {
     let leader = open(leader_dir.path(), small_config());
     leader.append(batch("a", 3, 1), 4, 0).unwrap();
     leader.append(batch("b", 2, 1), 5, 0).unwrap();
-    let data = leader
-        .read(0, 1 << 20, i64::MAX, false)
-        .unwrap()
-        .records
-        .read_bytes()
-        .unwrap();
+    let data = leader.read(0, 1 << 20, i64::MAX, false).unwrap().records.read_bytes().unwrap();
 
     let follower = open(dir.path(), small_config());
     let info = follower.append_as_follower(data.clone()).unwrap();
@@ -478,15 +334,10 @@ fn follower_append_keeps_offsets() {
     let read = follower.read(0, 1 << 20, i64::MAX, false).unwrap();
     assert_eq!(batches_of(&read)[1].partition_leader_epoch(), 5);
     // Going backwards is refused.
-    assert!(matches!(
-        follower.append_as_follower(data),
-        Err(StorageError::UnexpectedAppendOffset { .. })
-    ));
+    assert!(matches!(follower.append_as_follower(data), Err(StorageError::UnexpectedAppendOffset { .. })));
     // A gap (compacted leader) is accepted.
     let mut gapped = BytesMut::from(&batch("c", 2, 1)[..]);
-    RecordBatchMut::new(&mut gapped)
-        .unwrap()
-        .set_base_offset(10);
+    RecordBatchMut::new(&mut gapped).unwrap().set_base_offset(10);
     follower.append_as_follower(gapped.freeze()).unwrap();
     assert_eq!(follower.log_end_offset(), 12);
     let read = follower.read(6, 1 << 20, i64::MAX, false).unwrap();
@@ -496,13 +347,7 @@ fn follower_append_keeps_offsets() {
 #[test]
 fn retention_by_time_deletes_old_segments_and_rolls_an_expired_active_one() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(
-        dir.path(),
-        LogConfig {
-            retention_ms: 1_000,
-            ..small_config()
-        },
-    );
+    let log = open(dir.path(), LogConfig { retention_ms: 1_000, ..small_config() });
     for i in 0..60 {
         log.append(batch("old", 2, 10_000 + i), 0, 10_000).unwrap();
     }
@@ -515,31 +360,21 @@ fn retention_by_time_deletes_old_segments_and_rolls_an_expired_active_one() {
     assert!(deleted > 0 && log.num_segments() == segments - deleted);
     assert_eq!(log.log_start_offset(), 120);
     assert!(read_all(&log).iter().all(|r| r.value.starts_with(b"new")));
-    assert!(matches!(
-        log.read(0, 100, i64::MAX, true),
-        Err(StorageError::OffsetOutOfRange { .. })
-    ));
+    assert!(matches!(log.read(0, 100, i64::MAX, true), Err(StorageError::OffsetOutOfRange { .. })));
 
     // Everything expired: the active segment is rolled and deleted, one empty remains.
     log.apply_retention(1_000_000).unwrap();
     assert_eq!(log.num_segments(), 1);
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (140, 140));
     assert_eq!(log.size_in_bytes(), 0);
-    log.append(batch("after", 1, 1_000_000), 0, 1_000_000)
-        .unwrap();
+    log.append(batch("after", 1, 1_000_000), 0, 1_000_000).unwrap();
     assert_eq!(read_all(&log)[0].offset, 140);
 }
 
 #[test]
 fn retention_by_bytes_keeps_the_log_under_the_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(
-        dir.path(),
-        LogConfig {
-            retention_bytes: 5_000,
-            ..small_config()
-        },
-    );
+    let log = open(dir.path(), LogConfig { retention_bytes: 5_000, ..small_config() });
     for i in 0..100 {
         log.append(batch("x", 3, i), 0, 0).unwrap();
     }
@@ -550,13 +385,9 @@ fn retention_by_bytes_keeps_the_log_under_the_limit() {
     // limit without them, so the result is the smallest suffix of segments >= the limit.
     let after = log.size_in_bytes();
     let first = log.segment_base_offsets()[0];
-    let first_size = std::fs::metadata(dir.path().join(format!("orders.v1-eu-3/{first:020}.log")))
-        .unwrap()
-        .len();
-    assert!(
-        after >= 5_000 && after - first_size < 5_000,
-        "{before} -> {after}"
-    );
+    let first_size =
+        std::fs::metadata(dir.path().join(format!("orders.v1-eu-3/{first:020}.log"))).unwrap().len();
+    assert!(after >= 5_000 && after - first_size < 5_000, "{before} -> {after}");
     assert_eq!(log.log_start_offset(), log.segment_base_offsets()[0]);
     assert_eq!(read_all(&log).last().unwrap().offset, 299);
 }
@@ -564,22 +395,12 @@ fn retention_by_bytes_keeps_the_log_under_the_limit() {
 #[test]
 fn file_slice_outlives_segment_deletion() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(
-        dir.path(),
-        LogConfig {
-            retention_bytes: 0,
-            ..small_config()
-        },
-    );
+    let log = open(dir.path(), LogConfig { retention_bytes: 0, ..small_config() });
     log.append(batch("keep", 3, 1), 0, 0).unwrap();
     let read = log.read(0, 1 << 20, i64::MAX, false).unwrap();
     log.apply_retention(0).unwrap();
     assert_eq!(log.log_start_offset(), 3);
-    assert_eq!(
-        records_of(&read).len(),
-        3,
-        "slice still readable after deletion"
-    );
+    assert_eq!(records_of(&read).len(), 3, "slice still readable after deletion");
 }
 
 #[test]
@@ -593,24 +414,11 @@ fn delete_records_before_survives_reopen() {
     assert_eq!(log.delete_records_before(101).unwrap(), 101);
     assert!(log.num_segments() < segments);
     assert!(log.segment_base_offsets()[0] <= 101);
-    assert_eq!(
-        log.delete_records_before(50).unwrap(),
-        101,
-        "never goes backwards"
-    );
-    assert!(matches!(
-        log.delete_records_before(1_000),
-        Err(StorageError::OffsetOutOfRange { .. })
-    ));
-    assert!(matches!(
-        log.read(100, 100, i64::MAX, true),
-        Err(StorageError::OffsetOutOfRange { .. })
-    ));
+    assert_eq!(log.delete_records_before(50).unwrap(), 101, "never goes backwards");
+    assert!(matches!(log.delete_records_before(1_000), Err(StorageError::OffsetOutOfRange { .. })));
+    assert!(matches!(log.read(100, 100, i64::MAX, true), Err(StorageError::OffsetOutOfRange { .. })));
     assert_eq!(read_all(&log)[0].offset, 101);
-    assert_eq!(
-        log.offset_for_timestamp(0).unwrap().map(|t| t.offset),
-        Some(101)
-    );
+    assert_eq!(log.offset_for_timestamp(0).unwrap().map(|t| t.offset), Some(101));
 
     // Unclean restart, then clean restart.
     drop(log);
@@ -657,14 +465,7 @@ fn truncate_to_removes_the_tail_and_appends_continue() {
     // Below the start: the log restarts empty at that offset.
     log.delete_records_before(20).unwrap();
     log.truncate_to(10).unwrap();
-    assert_eq!(
-        (
-            log.log_start_offset(),
-            log.log_end_offset(),
-            log.num_segments()
-        ),
-        (10, 10, 1)
-    );
+    assert_eq!((log.log_start_offset(), log.log_end_offset(), log.num_segments()), (10, 10, 1));
     log.append(batch("z", 1, 1), 0, 0).unwrap();
     assert_eq!(read_all(&log)[0].offset, 10);
     log.close().unwrap();
@@ -681,14 +482,8 @@ fn closed_and_deleted_logs_refuse_calls() {
     log.flush().unwrap();
     log.maybe_flush(10).unwrap();
     log.close().unwrap();
-    assert!(matches!(
-        log.append(batch("x", 1, 1), 0, 0),
-        Err(StorageError::LogClosed { .. })
-    ));
-    assert!(matches!(
-        log.read(0, 10, i64::MAX, true),
-        Err(StorageError::LogClosed { .. })
-    ));
+    assert!(matches!(log.append(batch("x", 1, 1), 0, 0), Err(StorageError::LogClosed { .. })));
+    assert!(matches!(log.read(0, 10, i64::MAX, true), Err(StorageError::LogClosed { .. })));
     let log = open(dir.path(), small_config());
     log.delete().unwrap();
     assert!(!dir.path().join("orders.v1-eu-3").exists());
@@ -697,16 +492,10 @@ fn closed_and_deleted_logs_refuse_calls() {
 #[test]
 fn invalid_config_and_names_are_rejected() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = LogConfig {
-        segment_bytes: 1 << 40,
-        ..LogConfig::default()
-    };
+    let bad = LogConfig { segment_bytes: 1 << 40, ..LogConfig::default() };
     assert!(matches!(
         Log::open(dir.path(), "t", 0, bad, true, 0),
-        Err(StorageError::InvalidConfig {
-            key: "segment.bytes",
-            ..
-        })
+        Err(StorageError::InvalidConfig { key: "segment.bytes", .. })
     ));
     for (topic, partition) in [("", 0), ("..", 0), ("a/b", 0), ("t", -1)] {
         assert!(matches!(
@@ -715,17 +504,8 @@ fn invalid_config_and_names_are_rejected() {
         ));
     }
     let log = open(dir.path(), small_config());
-    assert!(log
-        .update_config(LogConfig {
-            segment_index_bytes: 3,
-            ..small_config()
-        })
-        .is_err());
-    log.update_config(LogConfig {
-        segment_bytes: 100_000,
-        ..small_config()
-    })
-    .unwrap();
+    assert!(log.update_config(LogConfig { segment_index_bytes: 3, ..small_config() }).is_err());
+    log.update_config(LogConfig { segment_bytes: 100_000, ..small_config() }).unwrap();
     assert_eq!(log.config().segment_bytes, 100_000);
 }
 
@@ -747,14 +527,8 @@ fn default_config_matches_kafka() {
 #[test]
 fn deleted_files_linger_for_the_delete_delay() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(
-        dir.path(),
-        LogConfig {
-            file_delete_delay_ms: 1_000,
-            retention_bytes: 0,
-            ..small_config()
-        },
-    );
+    let log =
+        open(dir.path(), LogConfig { file_delete_delay_ms: 1_000, retention_bytes: 0, ..small_config() });
     log.append(batch("x", 1, 1), 0, 5_000).unwrap();
     log.apply_retention(5_000).unwrap();
     let part = dir.path().join("orders.v1-eu-3");

@@ -58,9 +58,7 @@ impl Model {
     }
 
     fn containing(&self, offset: i64) -> Option<usize> {
-        self.batches
-            .iter()
-            .position(|b| b.base <= offset && offset <= b.last())
+        self.batches.iter().position(|b| b.base <= offset && offset <= b.last())
     }
 
     fn restart_empty_at(&mut self, offset: i64) {
@@ -87,13 +85,8 @@ impl Harness {
     }
 
     fn random_batch(&mut self) -> (Bytes, Vec<(i64, Bytes)>) {
-        let codecs = [
-            Compression::None,
-            Compression::Gzip,
-            Compression::Snappy,
-            Compression::Lz4,
-            Compression::Zstd,
-        ];
+        let codecs =
+            [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
         let codec = codecs[self.rng.gen_range(0..codecs.len())];
         let n = self.rng.gen_range(1..=6);
         let mut builder = RecordBatchBuilder::new(self.rng.gen_range(-5..1_000)).compression(codec);
@@ -103,9 +96,7 @@ impl Harness {
             let pad = "p".repeat(self.rng.gen_range(0..120));
             let value = Bytes::from(format!("s{}-{}-{pad}", self.seed, self.counter));
             let ts = self.now_ms + self.rng.gen_range(-300..300);
-            builder
-                .append(&NewRecord::new(ts, None, Some(value.clone())))
-                .unwrap();
+            builder.append(&NewRecord::new(ts, None, Some(value.clone()))).unwrap();
             records.push((ts, value));
         }
         (builder.build().unwrap(), records)
@@ -123,32 +114,17 @@ impl Harness {
         let payload = concat(&payload);
         let info = match self.log().append(payload.clone(), 1, self.now_ms) {
             Ok(info) => info,
-            Err(StorageError::RecordSetTooLarge {
-                size,
-                segment_bytes,
-            }) => {
-                assert!(
-                    size as u64 > segment_bytes && size == payload.len(),
-                    "seed {}",
-                    self.seed
-                );
+            Err(StorageError::RecordSetTooLarge { size, segment_bytes }) => {
+                assert!(size as u64 > segment_bytes && size == payload.len(), "seed {}", self.seed);
                 return;
             }
             Err(e) => panic!("seed {}: append failed: {e:?}", self.seed),
         };
-        assert_eq!(
-            info.first_offset, self.model.log_end_offset,
-            "seed {}",
-            self.seed
-        );
+        assert_eq!(info.first_offset, self.model.log_end_offset, "seed {}", self.seed);
         for (records, bi) in expected.into_iter().zip(&info.batches) {
             assert_eq!(bi.base_offset, self.model.log_end_offset);
             self.model.log_end_offset += records.len() as i64;
-            self.model.batches.push(ModelBatch {
-                base: bi.base_offset,
-                size: bi.size_in_bytes,
-                records,
-            });
+            self.model.batches.push(ModelBatch { base: bi.base_offset, size: bi.size_in_bytes, records });
         }
         assert_eq!(info.last_offset, self.model.log_end_offset - 1);
     }
@@ -157,50 +133,27 @@ impl Harness {
         let (lso, leo) = (self.model.log_start_offset, self.model.log_end_offset);
         let start = self.rng.gen_range(lso..=leo);
         let max_bytes = self.rng.gen_range(0..3_000);
-        let max_offset = if self.rng.gen_bool(0.5) {
-            i64::MAX
-        } else {
-            self.rng.gen_range(start..=leo + 2)
-        };
+        let max_offset = if self.rng.gen_bool(0.5) { i64::MAX } else { self.rng.gen_range(start..=leo + 2) };
         let min_one = self.rng.gen_bool(0.5);
-        let ctx = format!(
-            "seed {} read({start}, {max_bytes}, {max_offset}, {min_one})",
-            self.seed
-        );
-        let read = self
-            .log()
-            .read(start, max_bytes, max_offset, min_one)
-            .unwrap();
-        assert_eq!(
-            (read.log_start_offset, read.log_end_offset),
-            (lso, leo),
-            "{ctx}"
-        );
+        let ctx = format!("seed {} read({start}, {max_bytes}, {max_offset}, {min_one})", self.seed);
+        let read = self.log().read(start, max_bytes, max_offset, min_one).unwrap();
+        assert_eq!((read.log_start_offset, read.log_end_offset), (lso, leo), "{ctx}");
         let batches = batches_of(&read);
         if start == leo {
             assert!(batches.is_empty(), "{ctx}");
             return;
         }
-        let Some(first_ix) = self.model.containing(start) else {
-            panic!("{ctx}: model has no batch")
-        };
+        let Some(first_ix) = self.model.containing(start) else { panic!("{ctx}: model has no batch") };
         let first = &self.model.batches[first_ix];
         let first_allowed = first.base < max_offset && (min_one || first.size <= max_bytes);
         assert_eq!(!batches.is_empty(), first_allowed, "{ctx}");
         let total: usize = batches.iter().map(|b| b.size_in_bytes()).sum();
-        assert!(
-            total <= max_bytes || batches.len() == 1,
-            "{ctx}: {total} bytes"
-        );
+        assert!(total <= max_bytes || batches.len() == 1, "{ctx}: {total} bytes");
         for (k, batch) in batches.iter().enumerate() {
             let m = &self.model.batches[first_ix + k];
             assert!(batch.base_offset() < max_offset, "{ctx}");
             assert_eq!(
-                (
-                    batch.base_offset(),
-                    batch.last_offset(),
-                    batch.size_in_bytes()
-                ),
+                (batch.base_offset(), batch.last_offset(), batch.size_in_bytes()),
                 (m.base, m.last(), m.size),
                 "{ctx}"
             );
@@ -217,30 +170,15 @@ impl Harness {
     }
 
     fn retention(&mut self) {
-        let retention_bytes = if self.rng.gen_bool(0.5) {
-            self.rng.gen_range(0..20_000)
-        } else {
-            -1
-        };
-        let retention_ms = if self.rng.gen_bool(0.5) {
-            self.rng.gen_range(0..5_000)
-        } else {
-            -1
-        };
-        let config = LogConfig {
-            retention_bytes,
-            retention_ms,
-            ..self.config.clone()
-        };
+        let retention_bytes = if self.rng.gen_bool(0.5) { self.rng.gen_range(0..20_000) } else { -1 };
+        let retention_ms = if self.rng.gen_bool(0.5) { self.rng.gen_range(0..5_000) } else { -1 };
+        let config = LogConfig { retention_bytes, retention_ms, ..self.config.clone() };
         self.log().update_config(config).unwrap();
         let before = self.model.log_start_offset;
         self.log().apply_retention(self.now_ms).unwrap();
         self.log().update_config(self.config.clone()).unwrap();
         let after = self.log().log_start_offset();
-        let ctx = format!(
-            "seed {} retention {retention_bytes}B {retention_ms}ms",
-            self.seed
-        );
+        let ctx = format!("seed {} retention {retention_bytes}B {retention_ms}ms", self.seed);
         assert!(after >= before, "{ctx}");
         assert!(
             after == before
@@ -254,29 +192,15 @@ impl Harness {
     }
 
     fn delete_records(&mut self) {
-        let offset = self
-            .rng
-            .gen_range(self.model.log_start_offset..=self.model.log_end_offset);
-        assert_eq!(
-            self.log().delete_records_before(offset).unwrap(),
-            offset,
-            "seed {}",
-            self.seed
-        );
+        let offset = self.rng.gen_range(self.model.log_start_offset..=self.model.log_end_offset);
+        assert_eq!(self.log().delete_records_before(offset).unwrap(), offset, "seed {}", self.seed);
         self.model.log_start_offset = offset;
     }
 
     fn truncate(&mut self) {
-        let offset = self
-            .rng
-            .gen_range(self.model.log_start_offset..=self.model.log_end_offset);
+        let offset = self.rng.gen_range(self.model.log_start_offset..=self.model.log_end_offset);
         if std::env::var_os("STRATA_MODEL_TRACE").is_some() {
-            let bounds: Vec<(i64, i64)> = self
-                .model
-                .batches
-                .iter()
-                .map(|b| (b.base, b.last()))
-                .collect();
+            let bounds: Vec<(i64, i64)> = self.model.batches.iter().map(|b| (b.base, b.last())).collect();
             eprintln!("truncate_to({offset}) batches {bounds:?}");
         }
         self.log().truncate_to(offset).unwrap();
@@ -305,15 +229,7 @@ impl Harness {
         if !clean && self.rng.gen_bool(0.5) {
             self.tear_active_segment();
         }
-        let log = Log::open(
-            self.root.path(),
-            TOPIC,
-            0,
-            self.config.clone(),
-            clean,
-            self.now_ms,
-        )
-        .unwrap();
+        let log = Log::open(self.root.path(), TOPIC, 0, self.config.clone(), clean, self.now_ms).unwrap();
         self.log = Some(log);
     }
 
@@ -327,12 +243,7 @@ impl Harness {
         let len = std::fs::metadata(&active).unwrap().len();
         if len > 0 && self.rng.gen_bool(0.6) {
             let cut = self.rng.gen_range(1..=len.min(200));
-            OpenOptions::new()
-                .write(true)
-                .open(&active)
-                .unwrap()
-                .set_len(len - cut)
-                .unwrap();
+            OpenOptions::new().write(true).open(&active).unwrap().set_len(len - cut).unwrap();
             let mut covered = 0u64;
             while covered < cut {
                 let Some(b) = self.model.batches.pop() else {
@@ -346,15 +257,8 @@ impl Harness {
                 self.model.restart_empty_at(start);
             }
         } else {
-            let garbage: Vec<u8> = (0..self.rng.gen_range(1..100))
-                .map(|_| self.rng.gen())
-                .collect();
-            OpenOptions::new()
-                .append(true)
-                .open(&active)
-                .unwrap()
-                .write_all(&garbage)
-                .unwrap();
+            let garbage: Vec<u8> = (0..self.rng.gen_range(1..100)).map(|_| self.rng.gen()).collect();
+            OpenOptions::new().append(true).open(&active).unwrap().write_all(&garbage).unwrap();
         }
     }
 
@@ -364,32 +268,15 @@ impl Harness {
         let expected = visible
             .iter()
             .find(|r| r.timestamp >= ts)
-            .map(|r| TimestampAndOffset {
-                timestamp: r.timestamp,
-                offset: r.offset,
-            });
-        assert_eq!(
-            self.log().offset_for_timestamp(ts).unwrap(),
-            expected,
-            "seed {} ts {ts}",
-            self.seed
-        );
+            .map(|r| TimestampAndOffset { timestamp: r.timestamp, offset: r.offset });
+        assert_eq!(self.log().offset_for_timestamp(ts).unwrap(), expected, "seed {} ts {ts}", self.seed);
         if let Some(max) = self.log().max_timestamp().unwrap() {
             let rec = self.model.batches.iter().find_map(|b| {
                 let i = (max.offset - b.base) as usize;
                 (b.base <= max.offset && max.offset <= b.last()).then(|| b.records[i].0)
             });
-            assert_eq!(
-                rec,
-                Some(max.timestamp),
-                "seed {}: max timestamp {max:?} not in the log",
-                self.seed
-            );
-            assert!(
-                visible.iter().all(|r| r.timestamp <= max.timestamp),
-                "seed {}",
-                self.seed
-            );
+            assert_eq!(rec, Some(max.timestamp), "seed {}: max timestamp {max:?} not in the log", self.seed);
+            assert!(visible.iter().all(|r| r.timestamp <= max.timestamp), "seed {}", self.seed);
         } else {
             assert!(visible.is_empty(), "seed {}", self.seed);
         }
@@ -505,10 +392,7 @@ fn run(seed: u64, ops: usize) {
 
 #[test]
 fn random_operations_match_the_model() {
-    if let Some(seed) = std::env::var("STRATA_MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
+    if let Some(seed) = std::env::var("STRATA_MODEL_SEED").ok().and_then(|s| s.parse().ok()) {
         run(seed, 600);
         return;
     }

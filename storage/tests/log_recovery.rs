@@ -28,8 +28,7 @@ fn open(root: &Path, clean: bool) -> Log {
 /// Appends `n` batches of 2 records; returns the byte size of the last segment and its base.
 fn fill(log: &Log, n: usize) -> Vec<Rec> {
     for i in 0..n {
-        log.append(batch(&format!("b{i}"), 2, i as i64), 0, 0)
-            .unwrap();
+        log.append(batch(&format!("b{i}"), 2, i as i64), 0, 0).unwrap();
     }
     read_all(log)
 }
@@ -58,11 +57,7 @@ fn torn_write_is_truncated_and_appends_continue_densely() {
 
     let log = open(dir.path(), false);
     let after = read_all(&log);
-    assert_eq!(
-        after.len(),
-        before.len() - 2,
-        "exactly the torn batch is lost"
-    );
+    assert_eq!(after.len(), before.len() - 2, "exactly the torn batch is lost");
     assert_eq!(&after[..], &before[..after.len()]);
     assert_eq!(log.log_end_offset(), 58);
     let info = log.append(batch("next", 2, 99), 0, 0).unwrap();
@@ -119,23 +114,14 @@ fn clean_shutdown_skips_recovery_and_trims_indexes() {
     let base = active_base(&log);
     log.close().unwrap();
     drop(log);
-    let index_len = std::fs::metadata(seg_file(dir.path(), base, "index"))
-        .unwrap()
-        .len();
-    let time_len = std::fs::metadata(seg_file(dir.path(), base, "timeindex"))
-        .unwrap()
-        .len();
+    let index_len = std::fs::metadata(seg_file(dir.path(), base, "index")).unwrap().len();
+    let time_len = std::fs::metadata(seg_file(dir.path(), base, "timeindex")).unwrap().len();
     assert!(index_len < 4096 && index_len.is_multiple_of(8));
     assert!(time_len < 4096 && time_len.is_multiple_of(12));
     let log = open(dir.path(), true);
     assert_eq!(read_all(&log), before);
     // The reopened active segment is preallocated again.
-    assert_eq!(
-        std::fs::metadata(seg_file(dir.path(), base, "index"))
-            .unwrap()
-            .len(),
-        4096
-    );
+    assert_eq!(std::fs::metadata(seg_file(dir.path(), base, "index")).unwrap().len(), 4096);
     log.append(batch("more", 1, 1), 0, 0).unwrap();
     assert_eq!(read_all(&log).len(), before.len() + 1);
 }
@@ -169,18 +155,12 @@ fn missing_or_corrupt_indexes_are_rebuilt() {
     // Middle segment: offset index deleted. First: time index deleted. Last: ragged index.
     std::fs::remove_file(seg_file(dir.path(), bases[1], "index")).unwrap();
     std::fs::remove_file(seg_file(dir.path(), bases[0], "timeindex")).unwrap();
-    let mut f = OpenOptions::new()
-        .append(true)
-        .open(seg_file(dir.path(), *bases.last().unwrap(), "index"))
-        .unwrap();
+    let mut f =
+        OpenOptions::new().append(true).open(seg_file(dir.path(), *bases.last().unwrap(), "index")).unwrap();
     f.write_all(&[1, 2, 3]).unwrap();
     drop(f);
     // Second segment: index entries that point past the log.
-    std::fs::write(
-        seg_file(dir.path(), bases[2], "index"),
-        [0u8, 0, 0, 1, 0x7f, 0, 0, 0],
-    )
-    .unwrap();
+    std::fs::write(seg_file(dir.path(), bases[2], "index"), [0u8, 0, 0, 1, 0x7f, 0, 0, 0]).unwrap();
 
     let log = open(dir.path(), true);
     assert_eq!(read_all(&log), before);
@@ -188,12 +168,7 @@ fn missing_or_corrupt_indexes_are_rebuilt() {
     for r in before.iter().step_by(7) {
         let read = log.read(r.offset, 1 << 20, i64::MAX, false).unwrap();
         assert!(records_of(&read).iter().any(|x| x == r));
-        assert_eq!(
-            log.offset_for_timestamp(r.timestamp)
-                .unwrap()
-                .map(|t| t.timestamp),
-            Some(r.timestamp)
-        );
+        assert_eq!(log.offset_for_timestamp(r.timestamp).unwrap().map(|t| t.timestamp), Some(r.timestamp));
     }
     for base in &bases[..3] {
         assert!(seg_file(dir.path(), *base, "index").exists());
@@ -219,18 +194,12 @@ fn leftover_files_are_cleaned_up() {
     }
     let log = open(dir.path(), false);
     assert_eq!(read_all(&log), before);
-    let mut names: Vec<String> = std::fs::read_dir(&p)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     assert_eq!(
         names,
-        [
-            "00000000000000000000.index",
-            "00000000000000000000.log",
-            "00000000000000000000.timeindex"
-        ]
+        ["00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"]
     );
 }
 
@@ -255,11 +224,7 @@ fn interrupted_swap_is_completed() {
     let log = open(dir.path(), true);
     assert!(!swap.exists());
     assert_eq!(log.segment_base_offsets()[0], bases[0]);
-    assert_eq!(
-        log.segment_base_offsets()[1],
-        bases[2],
-        "segment covered by the swap is dropped"
-    );
+    assert_eq!(log.segment_base_offsets()[1], bases[2], "segment covered by the swap is dropped");
     let all = read_all(&log);
     assert_eq!(all.len(), 120);
     assert!(all.windows(2).all(|w| w[1].offset == w[0].offset + 1));
@@ -309,21 +274,10 @@ fn log_manager_discovers_logs_and_tracks_clean_shutdown() {
     let root = dir.path();
     let manager = LogManager::open(root, small_config(), 0).unwrap();
     assert!(!manager.had_clean_shutdown());
-    let a = manager
-        .get_or_create("my-topic.v2", 0, small_config(), 0)
-        .unwrap();
-    let b = manager
-        .get_or_create("my-topic.v2", 11, small_config(), 0)
-        .unwrap();
-    let c = manager
-        .get_or_create("other", 2, small_config(), 0)
-        .unwrap();
-    assert!(std::sync::Arc::ptr_eq(
-        &a,
-        &manager
-            .get_or_create("my-topic.v2", 0, small_config(), 0)
-            .unwrap()
-    ));
+    let a = manager.get_or_create("my-topic.v2", 0, small_config(), 0).unwrap();
+    let b = manager.get_or_create("my-topic.v2", 11, small_config(), 0).unwrap();
+    let c = manager.get_or_create("other", 2, small_config(), 0).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &manager.get_or_create("my-topic.v2", 0, small_config(), 0).unwrap()));
     a.append(batch("a", 3, 1), 0, 0).unwrap();
     b.append(batch("b", 1, 1), 0, 0).unwrap();
     c.append(batch("c", 2, 1), 0, 0).unwrap();
@@ -331,10 +285,7 @@ fn log_manager_discovers_logs_and_tracks_clean_shutdown() {
     assert!(manager.remove("other", 2).unwrap());
     assert!(!manager.remove("other", 2).unwrap());
     assert!(!root.join("other-2").exists());
-    assert!(matches!(
-        c.append(batch("c", 1, 1), 0, 0),
-        Err(strata_storage::StorageError::LogClosed { .. })
-    ));
+    assert!(matches!(c.append(batch("c", 1, 1), 0, 0), Err(strata_storage::StorageError::LogClosed { .. })));
     manager.close_all().unwrap();
     assert!(root.join(CLEAN_SHUTDOWN_FILE).exists());
     drop((a, b, c, manager));
@@ -343,10 +294,7 @@ fn log_manager_discovers_logs_and_tracks_clean_shutdown() {
     std::fs::create_dir(root.join("gone-1.123-delete")).unwrap();
     let manager = LogManager::open(root, small_config(), 0).unwrap();
     assert!(manager.had_clean_shutdown());
-    assert!(
-        !root.join(CLEAN_SHUTDOWN_FILE).exists(),
-        "marker removed at start"
-    );
+    assert!(!root.join(CLEAN_SHUTDOWN_FILE).exists(), "marker removed at start");
     assert!(!root.join("gone-1.123-delete").exists());
     assert_eq!(manager.all().len(), 2);
     let a = manager.get("my-topic.v2", 0).unwrap();
@@ -357,8 +305,5 @@ fn log_manager_discovers_logs_and_tracks_clean_shutdown() {
     // No close_all: next open recovers.
     let manager = LogManager::open(root, small_config(), 0).unwrap();
     assert!(!manager.had_clean_shutdown());
-    assert_eq!(
-        read_all(&manager.get("my-topic.v2", 0).unwrap())[2].value,
-        Bytes::from("a-2")
-    );
+    assert_eq!(read_all(&manager.get("my-topic.v2", 0).unwrap())[2].value, Bytes::from("a-2"));
 }

@@ -68,10 +68,7 @@ fn get_i64(buf: &[u8], at: usize) -> i64 {
 /// Only length and magic are checked, not the CRC.
 fn check_header(buf: &[u8]) -> Result<usize, RecordsError> {
     if buf.len() < MAGIC_OFFSET + 1 {
-        return Err(RecordsError::Truncated {
-            needed: MAGIC_OFFSET + 1,
-            available: buf.len(),
-        });
+        return Err(RecordsError::Truncated { needed: MAGIC_OFFSET + 1, available: buf.len() });
     }
     let magic = buf[MAGIC_OFFSET] as i8;
     if magic != MAGIC_V2 {
@@ -84,10 +81,7 @@ fn check_header(buf: &[u8]) -> Result<usize, RecordsError> {
         .filter(|size| *size >= BATCH_HEADER_SIZE)
         .ok_or(RecordsError::InvalidBatchLength(batch_length))?;
     if buf.len() < size {
-        return Err(RecordsError::Truncated {
-            needed: size,
-            available: buf.len(),
-        });
+        return Err(RecordsError::Truncated { needed: size, available: buf.len() });
     }
     Ok(size)
 }
@@ -131,10 +125,7 @@ impl RecordBatchHeader {
     /// [`BATCH_HEADER_SIZE`] bytes; the rest of the batch need not be present.
     pub fn parse(buf: &[u8]) -> Result<Self, RecordsError> {
         if buf.len() < BATCH_HEADER_SIZE {
-            return Err(RecordsError::Truncated {
-                needed: BATCH_HEADER_SIZE,
-                available: buf.len(),
-            });
+            return Err(RecordsError::Truncated { needed: BATCH_HEADER_SIZE, available: buf.len() });
         }
         let magic = buf[MAGIC_OFFSET] as i8;
         if magic != MAGIC_V2 {
@@ -167,8 +158,7 @@ impl RecordBatchHeader {
 
     /// Offset of the last record.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset
-            .wrapping_add(i64::from(self.last_offset_delta))
+        self.base_offset.wrapping_add(i64::from(self.last_offset_delta))
     }
 
     /// Offset the next batch should start at.
@@ -244,9 +234,7 @@ impl RecordBatch {
     /// magic and that all `batchLength` bytes are present. Shares `buf`'s memory.
     pub fn parse(buf: &Bytes) -> Result<RecordBatch, RecordsError> {
         let size = check_header(buf)?;
-        Ok(RecordBatch {
-            buf: buf.slice(..size),
-        })
+        Ok(RecordBatch { buf: buf.slice(..size) })
     }
 
     /// The batch's bytes, header included.
@@ -386,11 +374,9 @@ impl RecordBatch {
         }
         let payload = match codec {
             Compression::None => self.records_payload(),
-            codec => super::compression::decompress(
-                codec,
-                &self.buf[BATCH_HEADER_SIZE..],
-                max_uncompressed_bytes,
-            )?,
+            codec => {
+                super::compression::decompress(codec, &self.buf[BATCH_HEADER_SIZE..], max_uncompressed_bytes)?
+            }
         };
         Ok(Records::new(self, payload, count as u32))
     }
@@ -417,15 +403,12 @@ impl<'a> RecordBatchMut<'a> {
     /// [`RecordBatch::parse`]; the view covers exactly that batch.
     pub fn new(buf: &'a mut [u8]) -> Result<Self, RecordsError> {
         let size = check_header(buf)?;
-        Ok(RecordBatchMut {
-            buf: &mut buf[..size],
-        })
+        Ok(RecordBatchMut { buf: &mut buf[..size] })
     }
 
     /// Sets the offset of the first record (the leader assigns dense offsets).
     pub fn set_base_offset(&mut self, base_offset: i64) {
-        self.buf[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8]
-            .copy_from_slice(&base_offset.to_be_bytes());
+        self.buf[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
     }
 
     /// Stamps the epoch of the leader appending the batch.
@@ -442,12 +425,10 @@ impl<'a> RecordBatchMut<'a> {
             TimestampType::CreateTime => attributes & !TIMESTAMP_TYPE_BIT,
             TimestampType::LogAppendTime => attributes | TIMESTAMP_TYPE_BIT,
         };
-        if new_attributes == attributes && get_i64(self.buf, MAX_TIMESTAMP_OFFSET) == max_timestamp
-        {
+        if new_attributes == attributes && get_i64(self.buf, MAX_TIMESTAMP_OFFSET) == max_timestamp {
             return;
         }
-        self.buf[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]
-            .copy_from_slice(&new_attributes.to_be_bytes());
+        self.buf[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&new_attributes.to_be_bytes());
         self.buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
             .copy_from_slice(&max_timestamp.to_be_bytes());
         self.recompute_crc();
@@ -481,11 +462,7 @@ pub struct RecordBatches {
 impl RecordBatches {
     /// Iterates the batches of `buf` from its start.
     pub fn new(buf: Bytes) -> Self {
-        RecordBatches {
-            buf,
-            position: 0,
-            failed: false,
-        }
+        RecordBatches { buf, position: 0, failed: false }
     }
 
     /// Bytes covered by the batches yielded so far; after an error, the length of the

@@ -26,20 +26,12 @@ pub struct NewRecord {
 impl NewRecord {
     /// A record with the given timestamp, key and value and no headers.
     pub fn new(timestamp: i64, key: Option<Bytes>, value: Option<Bytes>) -> Self {
-        NewRecord {
-            timestamp,
-            key,
-            value,
-            headers: Vec::new(),
-        }
+        NewRecord { timestamp, key, value, headers: Vec::new() }
     }
 
     /// Adds a header; keys should be UTF-8.
     pub fn with_header(mut self, key: impl Into<Bytes>, value: Option<Bytes>) -> Self {
-        self.headers.push(RecordHeader {
-            key: key.into(),
-            value,
-        });
+        self.headers.push(RecordHeader { key: key.into(), value });
         self
     }
 }
@@ -149,15 +141,10 @@ impl RecordBatchBuilder {
     /// Appends a record at the next offset and returns that offset.
     pub fn append(&mut self, record: &NewRecord) -> Result<i64, RecordsError> {
         let offset_delta = self.count;
-        let next_count = self
-            .count
-            .checked_add(1)
-            .ok_or(RecordsError::BatchTooLarge)?;
+        let next_count = self.count.checked_add(1).ok_or(RecordsError::BatchTooLarge)?;
         let base_timestamp = *self.base_timestamp.get_or_insert(record.timestamp);
-        let timestamp_delta = record
-            .timestamp
-            .checked_sub(base_timestamp)
-            .ok_or(RecordsError::BatchTooLarge)?;
+        let timestamp_delta =
+            record.timestamp.checked_sub(base_timestamp).ok_or(RecordsError::BatchTooLarge)?;
         let mut body = Vec::with_capacity(16 + len_of(&record.key) + len_of(&record.value));
         body.push(0); // record attributes
         put_varlong(&mut body, timestamp_delta);
@@ -171,11 +158,8 @@ impl RecordBatchBuilder {
         }
         put_varint(&mut self.records, to_i32(body.len())?);
         self.records.extend_from_slice(&body);
-        self.max_timestamp = if self.count == 0 {
-            record.timestamp
-        } else {
-            self.max_timestamp.max(record.timestamp)
-        };
+        self.max_timestamp =
+            if self.count == 0 { record.timestamp } else { self.max_timestamp.max(record.timestamp) };
         self.count = next_count;
         Ok(self.base_offset + i64::from(offset_delta))
     }

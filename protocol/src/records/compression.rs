@@ -83,9 +83,7 @@ pub fn compress(
             enc.finish().map_err(io_err)
         }
         Compression::Snappy => match snappy_format {
-            SnappyFormat::Raw => snap::raw::Encoder::new()
-                .compress_vec(data)
-                .map_err(|e| io_err(e.into())),
+            SnappyFormat::Raw => snap::raw::Encoder::new().compress_vec(data).map_err(|e| io_err(e.into())),
             SnappyFormat::Xerial => compress_xerial(data).map_err(io_err),
         },
         Compression::Lz4 => {
@@ -96,9 +94,7 @@ pub fn compress(
             enc.write_all(data).map_err(io_err)?;
             enc.finish().map_err(|e| io_err(e.into()))
         }
-        Compression::Zstd => {
-            zstd::bulk::compress(data, zstd::DEFAULT_COMPRESSION_LEVEL).map_err(io_err)
-        }
+        Compression::Zstd => zstd::bulk::compress(data, zstd::DEFAULT_COMPRESSION_LEVEL).map_err(io_err),
     }
 }
 
@@ -120,29 +116,18 @@ fn compress_xerial(data: &[u8]) -> std::io::Result<Vec<u8>> {
 /// Decompresses `data`, failing with [`RecordsError::DecompressedTooLarge`] rather than
 /// producing more than `max_bytes`. Memory use is bounded by `max_bytes` plus codec
 /// buffers, whatever the input claims.
-pub fn decompress(
-    codec: Compression,
-    data: &[u8],
-    max_bytes: usize,
-) -> Result<Bytes, RecordsError> {
+pub fn decompress(codec: Compression, data: &[u8], max_bytes: usize) -> Result<Bytes, RecordsError> {
     let io_err = |source| RecordsError::Decompression { codec, source };
     let out = match codec {
         Compression::None => {
             if data.len() > max_bytes {
-                return Err(RecordsError::DecompressedTooLarge {
-                    codec,
-                    limit: max_bytes,
-                });
+                return Err(RecordsError::DecompressedTooLarge { codec, limit: max_bytes });
             }
             data.to_vec()
         }
-        Compression::Gzip => {
-            read_bounded(codec, flate2::read::MultiGzDecoder::new(data), max_bytes)?
-        }
+        Compression::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(data), max_bytes)?,
         Compression::Snappy => decompress_snappy(data, max_bytes)?,
-        Compression::Lz4 => {
-            read_bounded(codec, lz4_flex::frame::FrameDecoder::new(data), max_bytes)?
-        }
+        Compression::Lz4 => read_bounded(codec, lz4_flex::frame::FrameDecoder::new(data), max_bytes)?,
         Compression::Zstd => {
             let decoder = zstd::stream::read::Decoder::with_buffer(data).map_err(io_err)?;
             read_bounded(codec, decoder, max_bytes)?
@@ -152,11 +137,7 @@ pub fn decompress(
 }
 
 /// Reads a decoder to its end, never buffering more than `max_bytes + 1` bytes.
-fn read_bounded<R: Read>(
-    codec: Compression,
-    reader: R,
-    max_bytes: usize,
-) -> Result<Vec<u8>, RecordsError> {
+fn read_bounded<R: Read>(codec: Compression, reader: R, max_bytes: usize) -> Result<Vec<u8>, RecordsError> {
     let mut out = Vec::new();
     let limit = (max_bytes as u64).saturating_add(1);
     reader
@@ -164,10 +145,7 @@ fn read_bounded<R: Read>(
         .read_to_end(&mut out)
         .map_err(|source| RecordsError::Decompression { codec, source })?;
     if out.len() > max_bytes {
-        return Err(RecordsError::DecompressedTooLarge {
-            codec,
-            limit: max_bytes,
-        });
+        return Err(RecordsError::DecompressedTooLarge { codec, limit: max_bytes });
     }
     Ok(out)
 }
@@ -177,24 +155,19 @@ fn decompress_snappy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>, RecordsEr
         let mut out = Vec::new();
         let mut rest = &data[XERIAL_HEADER_LEN..];
         while !rest.is_empty() {
-            let (len_bytes, tail) = rest.split_at_checked(4).ok_or(RecordsError::Truncated {
-                needed: 4,
-                available: rest.len(),
-            })?;
+            let (len_bytes, tail) = rest
+                .split_at_checked(4)
+                .ok_or(RecordsError::Truncated { needed: 4, available: rest.len() })?;
             let mut len_arr = [0u8; 4];
             len_arr.copy_from_slice(len_bytes);
             let block_len = i32::from_be_bytes(len_arr);
-            let block_len =
-                usize::try_from(block_len).map_err(|_| RecordsError::InvalidLength {
-                    field: "xerial snappy block",
-                    length: i64::from(block_len),
-                })?;
-            let (block, tail) =
-                tail.split_at_checked(block_len)
-                    .ok_or(RecordsError::Truncated {
-                        needed: block_len,
-                        available: tail.len(),
-                    })?;
+            let block_len = usize::try_from(block_len).map_err(|_| RecordsError::InvalidLength {
+                field: "xerial snappy block",
+                length: i64::from(block_len),
+            })?;
+            let (block, tail) = tail
+                .split_at_checked(block_len)
+                .ok_or(RecordsError::Truncated { needed: block_len, available: tail.len() })?;
             append_raw_snappy(block, &mut out, max_bytes)?;
             rest = tail;
         }
@@ -208,28 +181,16 @@ fn decompress_snappy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>, RecordsEr
 
 /// Decompresses one raw snappy block onto `out`, checking the size the block declares
 /// against what is left of the budget before allocating.
-fn append_raw_snappy(
-    block: &[u8],
-    out: &mut Vec<u8>,
-    max_bytes: usize,
-) -> Result<(), RecordsError> {
+fn append_raw_snappy(block: &[u8], out: &mut Vec<u8>, max_bytes: usize) -> Result<(), RecordsError> {
     let codec = Compression::Snappy;
-    let io_err = |e: snap::Error| RecordsError::Decompression {
-        codec,
-        source: e.into(),
-    };
+    let io_err = |e: snap::Error| RecordsError::Decompression { codec, source: e.into() };
     let len = snap::raw::decompress_len(block).map_err(io_err)?;
     if out.len().saturating_add(len) > max_bytes {
-        return Err(RecordsError::DecompressedTooLarge {
-            codec,
-            limit: max_bytes,
-        });
+        return Err(RecordsError::DecompressedTooLarge { codec, limit: max_bytes });
     }
     let start = out.len();
     out.resize(start + len, 0);
-    let written = snap::raw::Decoder::new()
-        .decompress(block, &mut out[start..])
-        .map_err(io_err)?;
+    let written = snap::raw::Decoder::new().decompress(block, &mut out[start..]).map_err(io_err)?;
     out.truncate(start + written);
     Ok(())
 }

@@ -62,8 +62,7 @@ impl ControlRecordType {
     /// Parses a control record key.
     pub fn parse_key(key: &[u8]) -> Result<Self, RecordsError> {
         let mut cur = key;
-        let version =
-            take_i16(&mut cur).ok_or(RecordsError::InvalidControlRecord("key too short"))?;
+        let version = take_i16(&mut cur).ok_or(RecordsError::InvalidControlRecord("key too short"))?;
         if version < 0 {
             return Err(RecordsError::InvalidControlRecord("negative key version"));
         }
@@ -93,18 +92,12 @@ pub struct EndTxnMarker {
 impl EndTxnMarker {
     /// A COMMIT marker.
     pub fn commit(coordinator_epoch: i32) -> Self {
-        EndTxnMarker {
-            control_type: ControlRecordType::Commit,
-            coordinator_epoch,
-        }
+        EndTxnMarker { control_type: ControlRecordType::Commit, coordinator_epoch }
     }
 
     /// An ABORT marker.
     pub fn abort(coordinator_epoch: i32) -> Self {
-        EndTxnMarker {
-            control_type: ControlRecordType::Abort,
-            coordinator_epoch,
-        }
+        EndTxnMarker { control_type: ControlRecordType::Abort, coordinator_epoch }
     }
 
     /// Whether this marker commits the transaction.
@@ -123,32 +116,20 @@ impl EndTxnMarker {
     /// Reads the marker from a control record; `Ok(None)` when the record is a control
     /// record of another type.
     pub fn from_record(record: &Record) -> Result<Option<Self>, RecordsError> {
-        let key = record
-            .key
-            .as_ref()
-            .ok_or(RecordsError::InvalidControlRecord("null key"))?;
+        let key = record.key.as_ref().ok_or(RecordsError::InvalidControlRecord("null key"))?;
         let control_type = ControlRecordType::parse_key(key)?;
         if matches!(control_type, ControlRecordType::Unknown(_)) {
             return Ok(None);
         }
-        let value = record
-            .value
-            .as_ref()
-            .ok_or(RecordsError::InvalidControlRecord("null marker value"))?;
+        let value = record.value.as_ref().ok_or(RecordsError::InvalidControlRecord("null marker value"))?;
         let mut cur = &value[..];
-        let version =
-            take_i16(&mut cur).ok_or(RecordsError::InvalidControlRecord("value too short"))?;
+        let version = take_i16(&mut cur).ok_or(RecordsError::InvalidControlRecord("value too short"))?;
         if version < 0 {
-            return Err(RecordsError::InvalidControlRecord(
-                "negative marker version",
-            ));
+            return Err(RecordsError::InvalidControlRecord("negative marker version"));
         }
         let coordinator_epoch =
             take_i32(&mut cur).ok_or(RecordsError::InvalidControlRecord("value too short"))?;
-        Ok(Some(EndTxnMarker {
-            control_type,
-            coordinator_epoch,
-        }))
+        Ok(Some(EndTxnMarker { control_type, coordinator_epoch }))
     }
 
     /// Reads the marker of a control batch from its first record; `Ok(None)` if the
@@ -161,9 +142,7 @@ impl EndTxnMarker {
         let mut records = batch.records(1 << 20)?;
         match records.next() {
             Some(record) => Self::from_record(&record?),
-            None => Err(RecordsError::InvalidControlRecord(
-                "control batch without records",
-            )),
+            None => Err(RecordsError::InvalidControlRecord("control batch without records")),
         }
     }
 }

@@ -46,8 +46,8 @@ mod tests;
 mod oracle_tests;
 
 pub use batch::{
-    valid_batches_len, RecordBatch, RecordBatchHeader, RecordBatchMut, RecordBatches,
-    TimestampType, BATCH_HEADER_SIZE, CRC_OFFSET, CRC_START, LOG_OVERHEAD, MAGIC_V2,
+    valid_batches_len, RecordBatch, RecordBatchHeader, RecordBatchMut, RecordBatches, TimestampType,
+    BATCH_HEADER_SIZE, CRC_OFFSET, CRC_START, LOG_OVERHEAD, MAGIC_V2,
 };
 pub use builder::{NewRecord, RecordBatchBuilder};
 pub use compression::{compress, decompress, Compression, SnappyFormat};

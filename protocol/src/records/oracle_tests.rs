@@ -22,10 +22,7 @@ fn oracle_records(n: i64, transactional: bool) -> Vec<kp::Record> {
         .map(|i| {
             let mut headers = IndexMap::new();
             if i % 2 == 0 {
-                headers.insert(
-                    StrBytes::from_static_str("trace"),
-                    Some(Bytes::from(format!("t{i}"))),
-                );
+                headers.insert(StrBytes::from_static_str("trace"), Some(Bytes::from(format!("t{i}"))));
                 headers.insert(StrBytes::from_static_str("empty"), None);
             }
             kp::Record {
@@ -52,16 +49,11 @@ fn decodes_batches_encoded_by_kafka_protocol() {
         for transactional in [false, true] {
             let input = oracle_records(20, transactional);
             let mut buf = BytesMut::new();
-            let options = kp::RecordEncodeOptions {
-                version: 2,
-                compression: theirs,
-            };
+            let options = kp::RecordEncodeOptions { version: 2, compression: theirs };
             kp::RecordBatchEncoder::encode(&mut buf, &input, &options).unwrap();
             let bytes = buf.freeze();
 
-            let batches: Vec<RecordBatch> = RecordBatches::new(bytes.clone())
-                .map(Result::unwrap)
-                .collect();
+            let batches: Vec<RecordBatch> = RecordBatches::new(bytes.clone()).map(Result::unwrap).collect();
             assert_eq!(batches.len(), 1, "{ours:?}");
             let batch = &batches[0];
             batch.validate_crc().unwrap();
@@ -69,14 +61,7 @@ fn decodes_batches_encoded_by_kafka_protocol() {
             assert_eq!(batch.base_offset(), 500);
             assert_eq!(batch.last_offset(), 519);
             assert_eq!(batch.partition_leader_epoch(), 6);
-            assert_eq!(
-                (
-                    batch.producer_id(),
-                    batch.producer_epoch(),
-                    batch.base_sequence()
-                ),
-                (777, 1, 10)
-            );
+            assert_eq!((batch.producer_id(), batch.producer_epoch(), batch.base_sequence()), (777, 1, 10));
             assert_eq!(batch.is_transactional(), transactional);
             assert_eq!(batch.max_timestamp(), 1_600_000_000_000 + 19 * 3);
             assert_eq!(valid_batches_len(&bytes), bytes.len());
@@ -88,16 +73,10 @@ fn decodes_batches_encoded_by_kafka_protocol() {
                 assert_eq!(d.timestamp, e.timestamp);
                 assert_eq!(d.key, e.key);
                 assert_eq!(d.value, e.value);
-                let headers: Vec<(Bytes, Option<Bytes>)> = e
-                    .headers
-                    .iter()
-                    .map(|(k, v)| (Bytes::from(k.to_string()), v.clone()))
-                    .collect();
-                let got: Vec<(Bytes, Option<Bytes>)> = d
-                    .headers
-                    .iter()
-                    .map(|h| (h.key.clone(), h.value.clone()))
-                    .collect();
+                let headers: Vec<(Bytes, Option<Bytes>)> =
+                    e.headers.iter().map(|(k, v)| (Bytes::from(k.to_string()), v.clone())).collect();
+                let got: Vec<(Bytes, Option<Bytes>)> =
+                    d.headers.iter().map(|h| (h.key.clone(), h.value.clone())).collect();
                 assert_eq!(got, headers);
             }
         }

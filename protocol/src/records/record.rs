@@ -109,24 +109,13 @@ impl Records {
         let body_len = usize::try_from(length)
             .ok()
             .filter(|len| *len >= MIN_RECORD_BODY)
-            .ok_or(RecordsError::InvalidLength {
-                field: "record",
-                length: i64::from(length),
-            })?;
+            .ok_or(RecordsError::InvalidLength { field: "record", length: i64::from(length) })?;
         if cur.len() < body_len {
-            return Err(RecordsError::Truncated {
-                needed: body_len,
-                available: cur.len(),
-            });
+            return Err(RecordsError::Truncated { needed: body_len, available: cur.len() });
         }
         let body_start = self.position + (all.len() - cur.len());
         let body = self.payload.slice(body_start..body_start + body_len);
-        let record = decode_body(
-            &body,
-            self.base_offset,
-            self.base_timestamp,
-            self.log_append_time,
-        )?;
+        let record = decode_body(&body, self.base_offset, self.base_timestamp, self.log_append_time)?;
         self.position = body_start + body_len;
         Ok(record)
     }
@@ -180,10 +169,7 @@ impl BodyReader<'_> {
     }
 
     fn i8(&mut self) -> Result<i8, RecordsError> {
-        let byte = *self.rest().first().ok_or(RecordsError::Truncated {
-            needed: 1,
-            available: 0,
-        })?;
+        let byte = *self.rest().first().ok_or(RecordsError::Truncated { needed: 1, available: 0 })?;
         self.position += 1;
         Ok(byte as i8)
     }
@@ -203,16 +189,11 @@ impl BodyReader<'_> {
         if length == -1 {
             return Ok(None);
         }
-        let len = usize::try_from(length).map_err(|_| RecordsError::InvalidLength {
-            field,
-            length: i64::from(length),
-        })?;
+        let len = usize::try_from(length)
+            .map_err(|_| RecordsError::InvalidLength { field, length: i64::from(length) })?;
         let available = self.body.len() - self.position;
         if len > available {
-            return Err(RecordsError::InvalidLength {
-                field,
-                length: i64::from(length),
-            });
+            return Err(RecordsError::InvalidLength { field, length: i64::from(length) });
         }
         let value = self.body.slice(self.position..self.position + len);
         self.position += len;
@@ -240,27 +221,18 @@ fn decode_body(
     // Each header needs at least two bytes (key length and value length).
     let left = body.len() - reader.position;
     if header_count > left / 2 {
-        return Err(RecordsError::InvalidLength {
-            field: "header count",
-            length: header_count as i64,
-        });
+        return Err(RecordsError::InvalidLength { field: "header count", length: header_count as i64 });
     }
     let mut headers = Vec::with_capacity(header_count);
     for _ in 0..header_count {
         let key = reader
             .nullable_bytes("header key")?
-            .ok_or(RecordsError::InvalidLength {
-                field: "header key",
-                length: -1,
-            })?;
+            .ok_or(RecordsError::InvalidLength { field: "header key", length: -1 })?;
         let value = reader.nullable_bytes("header value")?;
         headers.push(RecordHeader { key, value });
     }
     if reader.position != body.len() {
-        return Err(RecordsError::RecordSizeMismatch {
-            declared: body.len(),
-            actual: reader.position,
-        });
+        return Err(RecordsError::RecordSizeMismatch { declared: body.len(), actual: reader.position });
     }
     Ok(Record {
         attributes,

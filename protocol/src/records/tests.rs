@@ -5,13 +5,8 @@ use proptest::prelude::*;
 
 use super::*;
 
-const ALL_CODECS: [Compression; 5] = [
-    Compression::None,
-    Compression::Gzip,
-    Compression::Snappy,
-    Compression::Lz4,
-    Compression::Zstd,
-];
+const ALL_CODECS: [Compression; 5] =
+    [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
 
 const LIMIT: usize = 16 << 20;
 
@@ -22,9 +17,7 @@ fn sample_records(n: usize) -> Vec<NewRecord> {
             let value = (i % 5 != 4).then(|| Bytes::from(format!("value-{i}-").repeat(i % 7 + 1)));
             let mut r = NewRecord::new(1_700_000_000_000 + (i as i64 * 37) % 11 - 5, key, value);
             if i % 2 == 0 {
-                r = r
-                    .with_header("h1", Some(Bytes::from_static(b"v1")))
-                    .with_header("h2", None);
+                r = r.with_header("h1", Some(Bytes::from_static(b"v1"))).with_header("h2", None);
             }
             r
         })
@@ -32,10 +25,8 @@ fn sample_records(n: usize) -> Vec<NewRecord> {
 }
 
 fn build(base_offset: i64, codec: Compression, records: &[NewRecord]) -> Bytes {
-    let mut b = RecordBatchBuilder::new(base_offset)
-        .producer(42, 3, 17)
-        .compression(codec)
-        .partition_leader_epoch(9);
+    let mut b =
+        RecordBatchBuilder::new(base_offset).producer(42, 3, 17).compression(codec).partition_leader_epoch(9);
     for r in records {
         b.append(r).unwrap();
     }
@@ -77,10 +68,7 @@ fn round_trip_every_codec() {
         assert_eq!(batch.last_sequence(), 66);
         assert_eq!(batch.partition_leader_epoch(), 9);
         assert_eq!(batch.base_timestamp(), records[0].timestamp);
-        assert_eq!(
-            batch.max_timestamp(),
-            records.iter().map(|r| r.timestamp).max().unwrap()
-        );
+        assert_eq!(batch.max_timestamp(), records.iter().map(|r| r.timestamp).max().unwrap());
         assert_eq!(batch.timestamp_type(), TimestampType::CreateTime);
         assert!(!batch.is_transactional() && !batch.is_control() && !batch.has_delete_horizon());
         assert_records_match(&batch, &records);
@@ -96,19 +84,14 @@ fn round_trip_every_codec() {
 fn snappy_raw_and_xerial_both_decode() {
     let records = sample_records(2000); // > 32 KiB so xerial has several blocks
     for format in [SnappyFormat::Raw, SnappyFormat::Xerial] {
-        let mut b = RecordBatchBuilder::new(0)
-            .compression(Compression::Snappy)
-            .snappy_format(format);
+        let mut b = RecordBatchBuilder::new(0).compression(Compression::Snappy).snappy_format(format);
         for r in &records {
             b.append(r).unwrap();
         }
         let bytes = b.build().unwrap();
         let batch = RecordBatch::parse(&bytes).unwrap();
         let payload = batch.records_payload();
-        assert_eq!(
-            payload.starts_with(b"\x82SNAPPY\0"),
-            format == SnappyFormat::Xerial
-        );
+        assert_eq!(payload.starts_with(b"\x82SNAPPY\0"), format == SnappyFormat::Xerial);
         assert_records_match(&batch, &records);
     }
 }
@@ -124,20 +107,8 @@ fn header_patches_do_not_break_crc() {
     let batch = RecordBatch::parse(&buf.freeze()).unwrap();
     batch.validate_crc().unwrap();
     assert_eq!(batch.crc(), crc_before);
-    assert_eq!(
-        (batch.base_offset(), batch.partition_leader_epoch()),
-        (1_000, 77)
-    );
-    assert_eq!(
-        batch
-            .records(LIMIT)
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .offset,
-        1_000
-    );
+    assert_eq!((batch.base_offset(), batch.partition_leader_epoch()), (1_000, 77));
+    assert_eq!(batch.records(LIMIT).unwrap().next().unwrap().unwrap().offset, 1_000);
 }
 
 #[test]
@@ -146,9 +117,7 @@ fn log_append_time_sets_bit_max_timestamp_and_crc() {
         let records = sample_records(4);
         let bytes = build(0, codec, &records);
         let mut buf = BytesMut::from(&bytes[..]);
-        RecordBatchMut::new(&mut buf)
-            .unwrap()
-            .set_max_timestamp_and_log_append_time(123_456);
+        RecordBatchMut::new(&mut buf).unwrap().set_max_timestamp_and_log_append_time(123_456);
         let batch = RecordBatch::parse(&buf.freeze()).unwrap();
         batch.validate_crc().unwrap();
         assert_eq!(batch.timestamp_type(), TimestampType::LogAppendTime);
@@ -163,10 +132,7 @@ fn log_append_time_sets_bit_max_timestamp_and_crc() {
     b.append(&NewRecord::new(5, None, None)).unwrap();
     let batch = RecordBatch::parse(&b.build().unwrap()).unwrap();
     batch.validate_crc().unwrap();
-    assert_eq!(
-        (batch.timestamp_type(), batch.max_timestamp()),
-        (TimestampType::LogAppendTime, 99)
-    );
+    assert_eq!((batch.timestamp_type(), batch.max_timestamp()), (TimestampType::LogAppendTime, 99));
 }
 
 #[test]
@@ -176,10 +142,7 @@ fn crc_detects_any_flipped_covered_byte() {
         let mut copy = bytes.to_vec();
         copy[i] ^= 0x01;
         let batch = RecordBatch::parse(&Bytes::from(copy)).unwrap();
-        assert!(
-            matches!(batch.validate_crc(), Err(RecordsError::CrcMismatch { .. })),
-            "byte {i}"
-        );
+        assert!(matches!(batch.validate_crc(), Err(RecordsError::CrcMismatch { .. })), "byte {i}");
     }
 }
 
@@ -193,9 +156,7 @@ fn iterate_batches_with_torn_and_garbage_tails() {
         all.extend_from_slice(x);
     }
     let all = all.freeze();
-    let offsets: Vec<i64> = RecordBatches::new(all.clone())
-        .map(|b| b.unwrap().base_offset())
-        .collect();
+    let offsets: Vec<i64> = RecordBatches::new(all.clone()).map(|b| b.unwrap().base_offset()).collect();
     assert_eq!(offsets, [0, 3, 7]);
     assert_eq!(valid_batches_len(&all), all.len());
 
@@ -206,10 +167,7 @@ fn iterate_batches_with_torn_and_garbage_tails() {
         assert!(it.next().unwrap().is_ok());
         assert!(it.next().unwrap().is_ok());
         if cut > a.len() + b.len() {
-            assert!(
-                matches!(it.next(), Some(Err(RecordsError::Truncated { .. }))),
-                "cut {cut}"
-            );
+            assert!(matches!(it.next(), Some(Err(RecordsError::Truncated { .. }))), "cut {cut}");
         }
         assert!(it.next().is_none());
         assert_eq!(it.position(), a.len() + b.len());
@@ -231,27 +189,18 @@ fn iterate_batches_with_torn_and_garbage_tails() {
 fn parse_rejects_bad_headers() {
     let good = build(0, Compression::None, &sample_records(1));
     // Too short to hold the magic.
-    assert!(matches!(
-        RecordBatch::parse(&good.slice(..10)),
-        Err(RecordsError::Truncated { .. })
-    ));
+    assert!(matches!(RecordBatch::parse(&good.slice(..10)), Err(RecordsError::Truncated { .. })));
     // Wrong magic.
     let mut m = good.to_vec();
     m[16] = 1;
-    assert!(matches!(
-        RecordBatch::parse(&Bytes::from(m)),
-        Err(RecordsError::InvalidMagic(1))
-    ));
+    assert!(matches!(RecordBatch::parse(&Bytes::from(m)), Err(RecordsError::InvalidMagic(1))));
     // Negative, too small and too large batch lengths.
     for len in [-1i32, 0, 48, i32::MAX] {
         let mut m = good.to_vec();
         m[8..12].copy_from_slice(&len.to_be_bytes());
         let err = RecordBatch::parse(&Bytes::from(m)).unwrap_err();
         assert!(
-            matches!(
-                err,
-                RecordsError::InvalidBatchLength(_) | RecordsError::Truncated { .. }
-            ),
+            matches!(err, RecordsError::InvalidBatchLength(_) | RecordsError::Truncated { .. }),
             "{len}: {err:?}"
         );
     }
@@ -259,10 +208,7 @@ fn parse_rejects_bad_headers() {
     let mut m = good.to_vec();
     m[22] |= 0x07;
     let batch = RecordBatch::parse(&Bytes::from(m)).unwrap();
-    assert!(matches!(
-        batch.compression(),
-        Err(RecordsError::UnknownCompression(7))
-    ));
+    assert!(matches!(batch.compression(), Err(RecordsError::UnknownCompression(7))));
     assert!(batch.records(LIMIT).is_err());
 }
 
@@ -294,16 +240,10 @@ fn hostile_counts_and_lengths_fail_without_big_allocations() {
     assert!(records.collect_all().is_err());
     // Negative count.
     let batch = RecordBatch::parse(&with_count(&good, -5)).unwrap();
-    assert!(matches!(
-        batch.records(LIMIT),
-        Err(RecordsError::InvalidRecordCount(-5))
-    ));
+    assert!(matches!(batch.records(LIMIT), Err(RecordsError::InvalidRecordCount(-5))));
     // Fewer declared than present: trailing bytes.
     let batch = RecordBatch::parse(&with_count(&good, 2)).unwrap();
-    assert!(matches!(
-        batch.records(LIMIT).unwrap().collect_all(),
-        Err(RecordsError::TrailingBytes(_))
-    ));
+    assert!(matches!(batch.records(LIMIT).unwrap().collect_all(), Err(RecordsError::TrailingBytes(_))));
 
     let header_only = build(0, Compression::None, &[NewRecord::new(0, None, None)]);
     let mut hostile: Vec<Vec<u8>> = Vec::new();
@@ -349,10 +289,7 @@ fn decompression_is_bounded() {
                 decompress(codec, &compressed, 1 << 20),
                 Err(RecordsError::DecompressedTooLarge { limit, .. }) if limit == 1 << 20
             ));
-            assert_eq!(
-                decompress(codec, &compressed, 4 << 20).unwrap().len(),
-                4 << 20
-            );
+            assert_eq!(decompress(codec, &compressed, 4 << 20).unwrap().len(), 4 << 20);
         }
     }
     // A raw snappy block that claims 2^31 bytes is refused before allocating.
@@ -365,12 +302,7 @@ fn decompression_is_bounded() {
     claim.push(v as u8);
     assert!(decompress(Compression::Snappy, &claim, 1 << 20).is_err());
     // Garbage for each codec is an error, not a panic.
-    for codec in [
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ] {
+    for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
         assert!(decompress(codec, &[0xde, 0xad, 0xbe, 0xef, 1, 2, 3], 1 << 20).is_err());
     }
 }
@@ -390,32 +322,16 @@ fn control_batches_round_trip() {
         batch.validate_crc().unwrap();
         assert!(batch.is_control() && batch.is_transactional());
         assert_eq!((batch.base_offset(), batch.records_count()), (55, 1));
-        assert_eq!(
-            (
-                batch.producer_id(),
-                batch.producer_epoch(),
-                batch.base_sequence()
-            ),
-            (1000, 2, -1)
-        );
+        assert_eq!((batch.producer_id(), batch.producer_epoch(), batch.base_sequence()), (1000, 2, -1));
         assert_eq!(EndTxnMarker::from_batch(&batch).unwrap(), Some(marker));
-        assert_eq!(
-            marker.is_commit(),
-            marker.control_type == ControlRecordType::Commit
-        );
+        assert_eq!(marker.is_commit(), marker.control_type == ControlRecordType::Commit);
     }
     // Data batches are not markers.
     let data = RecordBatch::parse(&build(0, Compression::None, &sample_records(1))).unwrap();
     assert_eq!(EndTxnMarker::from_batch(&data).unwrap(), None);
     // Keys: future versions are read, unknown types reported, short keys rejected.
-    assert_eq!(
-        ControlRecordType::parse_key(&[0, 1, 0, 1, 9, 9]).unwrap(),
-        ControlRecordType::Commit
-    );
-    assert_eq!(
-        ControlRecordType::parse_key(&[0, 0, 0, 2]).unwrap(),
-        ControlRecordType::Unknown(2)
-    );
+    assert_eq!(ControlRecordType::parse_key(&[0, 1, 0, 1, 9, 9]).unwrap(), ControlRecordType::Commit);
+    assert_eq!(ControlRecordType::parse_key(&[0, 0, 0, 2]).unwrap(), ControlRecordType::Unknown(2));
     assert!(ControlRecordType::parse_key(&[0, 0, 0]).is_err());
     assert!(ControlRecordType::parse_key(&[0xff, 0xff, 0, 0]).is_err());
     let short_value = Record {
@@ -432,16 +348,10 @@ fn control_batches_round_trip() {
 
 #[test]
 fn builder_rejects_empty_and_keeps_transactional_flag() {
-    assert!(matches!(
-        RecordBatchBuilder::new(0).build(),
-        Err(RecordsError::EmptyBatch)
-    ));
-    let mut b = RecordBatchBuilder::new(0)
-        .transactional(true)
-        .producer(1, 0, 0);
+    assert!(matches!(RecordBatchBuilder::new(0).build(), Err(RecordsError::EmptyBatch)));
+    let mut b = RecordBatchBuilder::new(0).transactional(true).producer(1, 0, 0);
     assert!(b.is_empty());
-    b.append(&NewRecord::new(1, None, Some(Bytes::from_static(b"x"))))
-        .unwrap();
+    b.append(&NewRecord::new(1, None, Some(Bytes::from_static(b"x")))).unwrap();
     assert_eq!(b.len(), 1);
     let batch = RecordBatch::parse(&b.build().unwrap()).unwrap();
     assert!(batch.is_transactional() && !batch.is_control());
@@ -458,25 +368,20 @@ fn last_sequence_wraps_like_kafka() {
 }
 
 fn arb_record() -> impl Strategy<Value = NewRecord> {
-    let bytes =
-        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from));
+    let bytes = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from));
     let header = (
         proptest::collection::vec(any::<u8>(), 0..8),
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..8)),
     );
-    (
-        any::<i64>(),
-        bytes.clone(),
-        bytes,
-        proptest::collection::vec(header, 0..3),
-    )
-        .prop_map(|(ts, k, v, hs)| {
+    (any::<i64>(), bytes.clone(), bytes, proptest::collection::vec(header, 0..3)).prop_map(
+        |(ts, k, v, hs)| {
             let mut r = NewRecord::new(ts / 4, k, v);
             for (hk, hv) in hs {
                 r = r.with_header(hk, hv.map(Bytes::from));
             }
             r
-        })
+        },
+    )
 }
 
 proptest! {

@@ -43,10 +43,7 @@ impl IndexFile {
             .truncate(false)
             .open(path)
             .map_err(|e| StorageError::io(IoOp::Open, path, 0, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| StorageError::io(IoOp::Metadata, path, 0, e))?
-            .len();
+        let len = file.metadata().map_err(|e| StorageError::io(IoOp::Metadata, path, 0, e))?.len();
         let mut index = IndexFile {
             path: path.to_path_buf(),
             file,
@@ -75,12 +72,8 @@ impl IndexFile {
         // SAFETY: the file is owned by this process's log and never truncated below the
         // mapped length while mapped (resize() drops the mapping first); other processes
         // are not expected to modify files in a log directory.
-        let mmap = unsafe {
-            memmap2::MmapOptions::new()
-                .len(entries * self.entry_size)
-                .map_mut(&self.file)
-        }
-        .map_err(|e| StorageError::io(IoOp::Map, &self.path, 0, e))?;
+        let mmap = unsafe { memmap2::MmapOptions::new().len(entries * self.entry_size).map_mut(&self.file) }
+            .map_err(|e| StorageError::io(IoOp::Map, &self.path, 0, e))?;
         self.mmap = Some(mmap);
         Ok(())
     }
@@ -90,9 +83,7 @@ impl IndexFile {
     pub(crate) fn resize(&mut self, bytes: u64) -> Result<()> {
         let len = bytes - bytes % self.entry_size as u64;
         self.mmap = None;
-        self.file
-            .set_len(len)
-            .map_err(|e| StorageError::io(IoOp::SetLen, &self.path, len, e))?;
+        self.file.set_len(len).map_err(|e| StorageError::io(IoOp::SetLen, &self.path, len, e))?;
         self.map(len)?;
         self.entries = self.entries.min(self.capacity);
         self.ragged = false;
@@ -150,8 +141,7 @@ impl IndexFile {
     /// Writes dirty pages back to the file.
     pub(crate) fn flush(&self) -> Result<()> {
         if let Some(m) = &self.mmap {
-            m.flush()
-                .map_err(|e| StorageError::io(IoOp::Sync, &self.path, 0, e))?;
+            m.flush().map_err(|e| StorageError::io(IoOp::Sync, &self.path, 0, e))?;
         }
         Ok(())
     }
@@ -168,8 +158,7 @@ impl IndexFile {
 
     /// Renames the file (the mapping stays valid, it follows the inode).
     pub(crate) fn rename(&mut self, to: PathBuf) -> Result<()> {
-        std::fs::rename(&self.path, &to)
-            .map_err(|e| StorageError::io(IoOp::Rename, &self.path, 0, e))?;
+        std::fs::rename(&self.path, &to).map_err(|e| StorageError::io(IoOp::Rename, &self.path, 0, e))?;
         self.path = to;
         Ok(())
     }

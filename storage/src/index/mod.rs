@@ -14,11 +14,7 @@ pub(crate) use time_index::TimeIndex;
 
 /// Index of the largest entry whose key is <= `target`, given keys sorted ascending, or
 /// `None` when every key is larger.
-fn largest_lower_bound(
-    entries: usize,
-    target: i64,
-    key_at: impl Fn(usize) -> i64,
-) -> Option<usize> {
+fn largest_lower_bound(entries: usize, target: i64, key_at: impl Fn(usize) -> i64) -> Option<usize> {
     if entries == 0 || key_at(0) > target {
         return None;
     }
@@ -72,24 +68,15 @@ mod index_tests {
         assert_eq!(index.lookup_by_position(2500).map(|e| e.offset), Some(120));
         assert_eq!(index.lookup_by_position(999), None);
         assert!(index.sanity_check(6000, true).is_ok());
-        assert!(
-            index.sanity_check(5000, true).is_err(),
-            "points past the log"
-        );
+        assert!(index.sanity_check(5000, true).is_err(), "points past the log");
         index.truncate_to(130);
         assert_eq!(index.last_entry().map(|e| e.offset), Some(120));
         index.trim().unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
         drop(index);
         let mut index = OffsetIndex::open(&path, 100, 80).unwrap();
-        assert_eq!(
-            index.last_entry().map(|e| (e.offset, e.position)),
-            Some((120, 2000))
-        );
-        assert!(
-            index.is_full(),
-            "a trimmed index is full until resized for appends"
-        );
+        assert_eq!(index.last_entry().map(|e| (e.offset, e.position)), Some((120, 2000)));
+        assert!(index.is_full(), "a trimmed index is full until resized for appends");
         index.resize(80).unwrap();
         assert!(!index.is_full());
         assert_eq!(index.last_entry().map(|e| e.offset), Some(120));
@@ -124,10 +111,7 @@ mod index_tests {
         index.maybe_append(4_000, 80, false); // full: ignored
         assert_eq!(index.last_entry().map(|e| e.timestamp), Some(3_000));
         index.maybe_append(4_000, 80, true); // the final entry may use the kept slot
-        assert_eq!(
-            index.last_entry().map(|e| (e.timestamp, e.offset)),
-            Some((4_000, 80))
-        );
+        assert_eq!(index.last_entry().map(|e| (e.timestamp, e.offset)), Some((4_000, 80)));
         assert_eq!(index.lookup(2_500).offset, 60);
         assert_eq!(index.lookup(999).timestamp, -1);
         assert!(index.sanity_check(81, true).is_ok());

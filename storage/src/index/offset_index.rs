@@ -30,10 +30,7 @@ pub(crate) struct OffsetIndex {
 impl OffsetIndex {
     /// Opens or creates the index; see [`IndexFile::open`].
     pub(crate) fn open(path: &Path, base_offset: i64, max_index_bytes: u32) -> Result<Self> {
-        Ok(OffsetIndex {
-            base_offset,
-            file: IndexFile::open(path, ENTRY_SIZE, max_index_bytes)?,
-        })
+        Ok(OffsetIndex { base_offset, file: IndexFile::open(path, ENTRY_SIZE, max_index_bytes)? })
     }
 
     fn relative(&self, i: usize) -> u32 {
@@ -52,21 +49,13 @@ impl OffsetIndex {
     /// The entry with the largest offset <= `target`, or the segment start.
     pub(crate) fn lookup(&self, target: i64) -> OffsetPosition {
         let found = largest_lower_bound(self.file.entries(), target, |i| self.entry(i).offset);
-        found.map_or(
-            OffsetPosition {
-                offset: self.base_offset,
-                position: 0,
-            },
-            |i| self.entry(i),
-        )
+        found.map_or(OffsetPosition { offset: self.base_offset, position: 0 }, |i| self.entry(i))
     }
 
     /// The entry with the largest position <= `position`, if any.
     pub(crate) fn lookup_by_position(&self, position: u32) -> Option<OffsetPosition> {
-        largest_lower_bound(self.file.entries(), i64::from(position), |i| {
-            i64::from(self.entry(i).position)
-        })
-        .map(|i| self.entry(i))
+        largest_lower_bound(self.file.entries(), i64::from(position), |i| i64::from(self.entry(i).position))
+            .map(|i| self.entry(i))
     }
 
     /// Whether no more entries fit; the segment must roll.
@@ -84,10 +73,7 @@ impl OffsetIndex {
     /// relative offset fits (segments roll before it could not).
     pub(crate) fn append(&mut self, offset: i64, position: u32) {
         if let Some(last) = self.last_entry() {
-            debug_assert!(
-                offset > last.offset && position > last.position,
-                "offset index must grow"
-            );
+            debug_assert!(offset > last.offset && position > last.position, "offset index must grow");
             if offset <= last.offset || position <= last.position {
                 return;
             }
@@ -125,11 +111,8 @@ impl OffsetIndex {
         if n == 0 {
             return Ok(());
         }
-        let pairs: Box<dyn Iterator<Item = (usize, usize)>> = if full {
-            Box::new((1..n).map(|i| (i - 1, i)))
-        } else {
-            Box::new(std::iter::once((0, n - 1)))
-        };
+        let pairs: Box<dyn Iterator<Item = (usize, usize)>> =
+            if full { Box::new((1..n).map(|i| (i - 1, i))) } else { Box::new(std::iter::once((0, n - 1))) };
         for (a, b) in pairs {
             if a == b {
                 continue;

@@ -32,10 +32,7 @@ pub(crate) struct TimeIndex {
 impl TimeIndex {
     /// Opens or creates the index; see [`IndexFile::open`].
     pub(crate) fn open(path: &Path, base_offset: i64, max_index_bytes: u32) -> Result<Self> {
-        Ok(TimeIndex {
-            base_offset,
-            file: IndexFile::open(path, ENTRY_SIZE, max_index_bytes)?,
-        })
+        Ok(TimeIndex { base_offset, file: IndexFile::open(path, ENTRY_SIZE, max_index_bytes)? })
     }
 
     fn entry(&self, i: usize) -> TimestampOffset {
@@ -51,15 +48,8 @@ impl TimeIndex {
     /// The entry with the largest timestamp <= `timestamp`, or `(-1, base offset)`:
     /// where a scan for the first record with a timestamp >= `timestamp` can start.
     pub(crate) fn lookup(&self, timestamp: i64) -> TimestampOffset {
-        let found =
-            largest_lower_bound(self.file.entries(), timestamp, |i| self.entry(i).timestamp);
-        found.map_or(
-            TimestampOffset {
-                timestamp: -1,
-                offset: self.base_offset,
-            },
-            |i| self.entry(i),
-        )
+        let found = largest_lower_bound(self.file.entries(), timestamp, |i| self.entry(i).timestamp);
+        found.map_or(TimestampOffset { timestamp: -1, offset: self.base_offset }, |i| self.entry(i))
     }
 
     /// Last entry, if any.
@@ -80,18 +70,12 @@ impl TimeIndex {
             if timestamp <= last.timestamp {
                 return;
             }
-            debug_assert!(
-                offset >= last.offset,
-                "time index offsets must not go backwards"
-            );
+            debug_assert!(offset >= last.offset, "time index offsets must not go backwards");
             if offset < last.offset {
                 return;
             }
         }
-        if timestamp < 0
-            || (!final_entry && self.is_full())
-            || self.file.entries() >= self.file.capacity()
-        {
+        if timestamp < 0 || (!final_entry && self.is_full()) || self.file.entries() >= self.file.capacity() {
             return;
         }
         let Ok(relative) = u32::try_from(offset - self.base_offset) else {
@@ -132,11 +116,7 @@ impl TimeIndex {
             let (x, y) = (self.entry(a), self.entry(b));
             y.timestamp > x.timestamp && y.offset >= x.offset
         };
-        let ok = if full {
-            (1..n).all(|i| check(i - 1, i))
-        } else {
-            n == 1 || check(0, n - 1)
-        };
+        let ok = if full { (1..n).all(|i| check(i - 1, i)) } else { n == 1 || check(0, n - 1) };
         if !ok {
             return Err("time index entries do not grow");
         }

@@ -84,14 +84,10 @@ struct CheckedBatch {
 
 fn parse_error(batch_index: usize, source: RecordsError) -> StorageError {
     match source {
-        RecordsError::InvalidMagic(_) => StorageError::InvalidRecord {
-            batch_index,
-            reason: "record batch magic is not 2",
-        },
-        source => StorageError::CorruptRecord {
-            batch_index,
-            source,
-        },
+        RecordsError::InvalidMagic(_) => {
+            StorageError::InvalidRecord { batch_index, reason: "record batch magic is not 2" }
+        }
+        source => StorageError::CorruptRecord { batch_index, source },
     }
 }
 
@@ -113,17 +109,9 @@ fn validate_for_leader(
                 max: config.max_message_bytes,
             });
         }
-        batch
-            .validate_crc()
-            .map_err(|source| StorageError::CorruptRecord {
-                batch_index,
-                source,
-            })?;
+        batch.validate_crc().map_err(|source| StorageError::CorruptRecord { batch_index, source })?;
         let header = batch.header();
-        let invalid = |reason| StorageError::InvalidRecord {
-            batch_index,
-            reason,
-        };
+        let invalid = |reason| StorageError::InvalidRecord { batch_index, reason };
         if header.records_count <= 0 {
             return Err(invalid("batch has no records"));
         }
@@ -139,16 +127,10 @@ fn validate_for_leader(
         if header.is_transactional() && header.producer_id < 0 {
             return Err(invalid("transactional batch without a producer id"));
         }
-        let malformed = |source| StorageError::MalformedRecords {
-            batch_index,
-            source,
-        };
+        let malformed = |source| StorageError::MalformedRecords { batch_index, source };
         let mut records_max_timestamp = i64::MIN;
         let mut end_txn_marker = None;
-        for (i, record) in batch
-            .records(config.max_uncompressed_batch_bytes)
-            .map_err(malformed)?
-            .enumerate()
+        for (i, record) in batch.records(config.max_uncompressed_batch_bytes).map_err(malformed)?.enumerate()
         {
             let record = record.map_err(malformed)?;
             if i64::from(record.offset_delta) != i as i64 {
@@ -159,12 +141,7 @@ fn validate_for_leader(
                 end_txn_marker = EndTxnMarker::from_record(&record).map_err(malformed)?;
             }
         }
-        checked.push(CheckedBatch {
-            start,
-            header,
-            records_max_timestamp,
-            end_txn_marker,
-        });
+        checked.push(CheckedBatch { start, header, records_max_timestamp, end_txn_marker });
         batch_index += 1;
     }
     Ok(checked)
@@ -172,17 +149,15 @@ fn validate_for_leader(
 
 /// Returns `records` as a mutable buffer, copying only if the memory is shared.
 fn into_mut(records: Bytes) -> BytesMut {
-    records
-        .try_into_mut()
-        .unwrap_or_else(|shared| BytesMut::from(&shared[..]))
+    records.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]))
 }
 
 fn batch_info(header: &RecordBatchHeader, end_txn_marker: Option<EndTxnMarker>) -> BatchInfo {
     let last_sequence = if header.base_sequence < 0 {
         -1
     } else {
-        ((i64::from(header.base_sequence) + i64::from(header.last_offset_delta))
-            % (i64::from(i32::MAX) + 1)) as i32
+        ((i64::from(header.base_sequence) + i64::from(header.last_offset_delta)) % (i64::from(i32::MAX) + 1))
+            as i32
     };
     BatchInfo {
         base_offset: header.base_offset,
@@ -245,12 +220,8 @@ impl Log {
         let mut metas = Vec::with_capacity(checked.len());
         for (batch_index, batch) in checked.iter().enumerate() {
             let size = batch.header.size_in_bytes();
-            let mut view = RecordBatchMut::new(&mut buf[batch.start..batch.start + size]).map_err(
-                |source| StorageError::CorruptRecord {
-                    batch_index,
-                    source,
-                },
-            )?;
+            let mut view = RecordBatchMut::new(&mut buf[batch.start..batch.start + size])
+                .map_err(|source| StorageError::CorruptRecord { batch_index, source })?;
             view.set_base_offset(next_offset);
             view.set_partition_leader_epoch(leader_epoch);
             if log_append_time {
@@ -258,12 +229,8 @@ impl Log {
             } else {
                 view.set_max_timestamp(TimestampType::CreateTime, batch.records_max_timestamp);
             }
-            let header = RecordBatchHeader::parse(&buf[batch.start..batch.start + size]).map_err(
-                |source| StorageError::CorruptRecord {
-                    batch_index,
-                    source,
-                },
-            )?;
+            let header = RecordBatchHeader::parse(&buf[batch.start..batch.start + size])
+                .map_err(|source| StorageError::CorruptRecord { batch_index, source })?;
             debug_assert_eq!(header.base_offset, next_offset);
             next_offset = header.next_offset();
             metas.push(BatchMeta::from(&header));
@@ -286,12 +253,7 @@ impl Log {
         for batch in RecordBatches::new(records.clone()) {
             let batch_index = headers.len();
             let batch = batch.map_err(|e| parse_error(batch_index, e))?;
-            batch
-                .validate_crc()
-                .map_err(|source| StorageError::CorruptRecord {
-                    batch_index,
-                    source,
-                })?;
+            batch.validate_crc().map_err(|source| StorageError::CorruptRecord { batch_index, source })?;
             headers.push(batch.header());
         }
         let config = self.config();
@@ -352,24 +314,12 @@ impl Log {
                 offset_of_max_timestamp = meta.base_offset;
             }
         }
-        if inner.active().should_roll(
-            config,
-            data.len() as u64,
-            max_timestamp,
-            last_offset,
-            now_ms,
-        ) {
+        if inner.active().should_roll(config, data.len() as u64, max_timestamp, last_offset, now_ms) {
             self.roll_locked(inner, config)?;
         }
-        debug_assert!(
-            first_offset >= inner.log_end_offset(),
-            "offsets must not go backwards"
-        );
+        debug_assert!(first_offset >= inner.log_end_offset(), "offsets must not go backwards");
         inner.active_mut().append(data, &metas)?;
-        let records: u64 = metas
-            .iter()
-            .map(|m| (m.last_offset - m.base_offset + 1) as u64)
-            .sum();
+        let records: u64 = metas.iter().map(|m| (m.last_offset - m.base_offset + 1) as u64).sum();
         inner.unflushed_messages = inner.unflushed_messages.saturating_add(records);
         if inner.unflushed_messages >= config.flush_interval_messages {
             Self::flush_locked(inner)?;

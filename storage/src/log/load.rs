@@ -54,22 +54,16 @@ fn scan_dir(dir: &Path) -> Result<DirListing> {
     names.sort();
     for name in &names {
         let path = dir.join(name);
-        if name.ends_with(DELETED_SUFFIX)
-            || name.ends_with(CLEANED_SUFFIX)
-            || name.ends_with(".tmp")
-        {
+        if name.ends_with(DELETED_SUFFIX) || name.ends_with(CLEANED_SUFFIX) || name.ends_with(".tmp") {
             tracing::info!(file = %path.display(), "removing leftover file");
             remove_if_exists(&path)?;
         } else if let Some(original) = name.strip_suffix(SWAP_SUFFIX) {
             if let Some(base) = parse_base(original, LOG_SUFFIX) {
                 tracing::warn!(file = %path.display(), "completing interrupted segment swap");
                 let target = dir.join(original);
-                std::fs::rename(&path, &target)
-                    .map_err(|e| StorageError::io(IoOp::Rename, &path, 0, e))?;
+                std::fs::rename(&path, &target).map_err(|e| StorageError::io(IoOp::Rename, &path, 0, e))?;
                 for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                    remove_if_exists(
-                        &dir.join(format!("{}{suffix}", crate::segment::file_stem(base))),
-                    )?;
+                    remove_if_exists(&dir.join(format!("{}{suffix}", crate::segment::file_stem(base))))?;
                 }
                 listing.swapped_bases.push(base);
             } else {
@@ -98,12 +92,7 @@ fn scan_dir(dir: &Path) -> Result<DirListing> {
 }
 
 /// Loads the log in `dir` (creating the directory if needed).
-pub(super) fn load(
-    dir: &Path,
-    config: &LogConfig,
-    clean_shutdown: bool,
-    now_ms: i64,
-) -> Result<LogInner> {
+pub(super) fn load(dir: &Path, config: &LogConfig, clean_shutdown: bool, now_ms: i64) -> Result<LogInner> {
     std::fs::create_dir_all(dir).map_err(|e| StorageError::io(IoOp::Open, dir, 0, e))?;
     let listing = scan_dir(dir)?;
     for (base, path) in &listing.index_files {
@@ -143,9 +132,7 @@ pub(super) fn load(
         for (_, segment) in std::mem::take(&mut inner.segments) {
             segment.delete()?;
         }
-        inner
-            .segments
-            .insert(start, LogSegment::create(dir, start, config, now_ms)?);
+        inner.segments.insert(start, LogSegment::create(dir, start, config, now_ms)?);
     }
     Ok(inner)
 }

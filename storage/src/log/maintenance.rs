@@ -81,13 +81,11 @@ impl Log {
             let mut expired = Vec::new();
             for segment in inner.segments.values() {
                 expired.push(
-                    now_ms.saturating_sub(segment.largest_timestamp_for_retention()?)
-                        > config.retention_ms,
+                    now_ms.saturating_sub(segment.largest_timestamp_for_retention()?) > config.retention_ms,
                 );
             }
             let mut flags = expired.into_iter();
-            deleted += self
-                .delete_oldest_segments(&mut inner, &config, |_| flags.next().unwrap_or(false))?;
+            deleted += self.delete_oldest_segments(&mut inner, &config, |_| flags.next().unwrap_or(false))?;
         }
         if config.retention_bytes >= 0 {
             let total: u64 = inner.segments.values().map(LogSegment::size).sum();
@@ -134,12 +132,7 @@ impl Log {
                 self.schedule_delete(inner, segment, config)?;
             }
         }
-        let first_base = inner
-            .segments
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(inner.log_start_offset);
+        let first_base = inner.segments.keys().next().copied().unwrap_or(inner.log_start_offset);
         inner.log_start_offset = inner.log_start_offset.max(first_base);
         tracing::info!(
             topic = %self.topic,
@@ -209,11 +202,7 @@ impl Log {
         if offset < inner.log_start_offset || offset < first_base {
             self.truncate_fully_and_start_at(&mut inner, &config, offset)?;
         } else {
-            let later: Vec<i64> = inner
-                .segments
-                .range(offset + 1..)
-                .map(|(b, _)| *b)
-                .collect();
+            let later: Vec<i64> = inner.segments.range(offset + 1..).map(|(b, _)| *b).collect();
             for base in later {
                 if let Some(segment) = inner.segments.remove(&base) {
                     self.schedule_delete(&mut inner, segment, &config)?;
@@ -269,17 +258,14 @@ impl Log {
         }
         let paths = segment.rename_to_deleted()?;
         drop(segment);
-        let due_ms = inner
-            .last_seen_ms
-            .saturating_add(config.file_delete_delay_ms);
+        let due_ms = inner.last_seen_ms.saturating_add(config.file_delete_delay_ms);
         inner.pending_deletes.push(PendingDelete { due_ms, paths });
         Ok(())
     }
 
     fn remove_due_files(inner: &mut LogInner, now_ms: i64) -> Result<()> {
-        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending_deletes)
-            .into_iter()
-            .partition(|p| p.due_ms <= now_ms);
+        let (due, waiting): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut inner.pending_deletes).into_iter().partition(|p| p.due_ms <= now_ms);
         inner.pending_deletes = waiting;
         for pending in due {
             for path in &pending.paths {

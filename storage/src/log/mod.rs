@@ -47,17 +47,11 @@ struct LogInner {
 impl LogInner {
     fn active(&self) -> &LogSegment {
         // Invariant: at least one segment while open (checked by every constructor).
-        self.segments
-            .values()
-            .next_back()
-            .expect("log has no segment")
+        self.segments.values().next_back().expect("log has no segment")
     }
 
     fn active_mut(&mut self) -> &mut LogSegment {
-        self.segments
-            .values_mut()
-            .next_back()
-            .expect("log has no segment")
+        self.segments.values_mut().next_back().expect("log has no segment")
     }
 
     fn log_end_offset(&self) -> i64 {
@@ -146,11 +140,7 @@ impl Log {
 
     /// Bytes of all segment files.
     pub fn size_in_bytes(&self) -> u64 {
-        self.read_inner()
-            .segments
-            .values()
-            .map(LogSegment::size)
-            .sum()
+        self.read_inner().segments.values().map(LogSegment::size).sum()
     }
 
     /// Number of segments (at least 1 while open).
@@ -165,10 +155,7 @@ impl Log {
 
     /// The current configuration.
     pub fn config(&self) -> Arc<LogConfig> {
-        self.config
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Replaces the configuration (topic config change). New limits apply to the next
@@ -191,10 +178,7 @@ impl Log {
 
     fn check_open(&self, inner: &LogInner) -> Result<()> {
         if inner.closed {
-            return Err(StorageError::LogClosed {
-                topic: self.topic.clone(),
-                partition: self.partition,
-            });
+            return Err(StorageError::LogClosed { topic: self.topic.clone(), partition: self.partition });
         }
         Ok(())
     }
@@ -209,8 +193,7 @@ impl Log {
             inner.log_start_offset
         );
         self.log_end_offset.store(leo, Ordering::Release);
-        self.log_start_offset
-            .store(inner.log_start_offset, Ordering::Release);
+        self.log_start_offset.store(inner.log_start_offset, Ordering::Release);
     }
 }
 
@@ -222,10 +205,7 @@ pub(crate) fn partition_dir_name(topic: &str, partition: i32) -> Result<String> 
         || topic.contains(['/', '\\', '\0'])
         || partition < 0;
     if bad {
-        return Err(StorageError::InvalidTopicPartition {
-            topic: topic.to_string(),
-            partition,
-        });
+        return Err(StorageError::InvalidTopicPartition { topic: topic.to_string(), partition });
     }
     Ok(format!("{topic}-{partition}"))
 }

@@ -42,20 +42,10 @@ impl Log {
                 log_end_offset,
             });
         }
-        let floor = inner
-            .segments
-            .range(..=start_offset)
-            .next_back()
-            .map_or(i64::MIN, |(b, _)| *b);
+        let floor = inner.segments.range(..=start_offset).next_back().map_or(i64::MIN, |(b, _)| *b);
         for segment in inner.segments.range(floor..).map(|(_, s)| s) {
-            if let Some(records) =
-                segment.read(start_offset, max_bytes, max_offset, min_one_batch)?
-            {
-                return Ok(LogReadInfo {
-                    records,
-                    log_start_offset,
-                    log_end_offset,
-                });
+            if let Some(records) = segment.read(start_offset, max_bytes, max_offset, min_one_batch)? {
+                return Ok(LogReadInfo { records, log_start_offset, log_end_offset });
             }
         }
         let active = inner.active();
@@ -76,9 +66,7 @@ impl Log {
         let inner = self.read_inner();
         self.check_open(&inner)?;
         for segment in inner.segments.values() {
-            if segment.max_timestamp() < timestamp
-                || segment.next_offset() <= inner.log_start_offset
-            {
+            if segment.max_timestamp() < timestamp || segment.next_offset() <= inner.log_start_offset {
                 continue;
             }
             let found = segment.find_offset_by_timestamp(

@@ -86,25 +86,15 @@ pub(crate) struct LogSegment {
 impl LogSegment {
     /// Creates an empty segment starting at `base_offset`, replacing stale files with the
     /// same name if any (e.g. left by a truncation that crashed half-way).
-    pub(crate) fn create(
-        dir: &Path,
-        base_offset: i64,
-        config: &LogConfig,
-        now_ms: i64,
-    ) -> Result<Self> {
+    pub(crate) fn create(dir: &Path, base_offset: i64, config: &LogConfig, now_ms: i64) -> Result<Self> {
         let log_path = path_with(dir, base_offset, LOG_SUFFIX);
         let log = open_log_file(&log_path)?;
-        log.set_len(0)
-            .map_err(|e| StorageError::io(IoOp::SetLen, &log_path, 0, e))?;
+        log.set_len(0).map_err(|e| StorageError::io(IoOp::SetLen, &log_path, 0, e))?;
         let mut segment = Self::with_files(dir, base_offset, log_path, log, 0, config, now_ms)?;
         segment.offset_index.reset();
         segment.time_index.reset();
-        segment
-            .offset_index
-            .resize(u64::from(config.segment_index_bytes))?;
-        segment
-            .time_index
-            .resize(u64::from(config.segment_index_bytes))?;
+        segment.offset_index.resize(u64::from(config.segment_index_bytes))?;
+        segment.time_index.resize(u64::from(config.segment_index_bytes))?;
         Ok(segment)
     }
 
@@ -125,10 +115,7 @@ impl LogSegment {
         let indexes_present = path_with(dir, base_offset, INDEX_SUFFIX).exists()
             && path_with(dir, base_offset, TIME_INDEX_SUFFIX).exists();
         let log = open_log_file(&log_path)?;
-        let size = log
-            .metadata()
-            .map_err(|e| StorageError::io(IoOp::Metadata, &log_path, 0, e))?
-            .len();
+        let size = log.metadata().map_err(|e| StorageError::io(IoOp::Metadata, &log_path, 0, e))?.len();
         let mut segment = Self::with_files(dir, base_offset, log_path, log, size, config, now_ms)?;
         if active {
             segment.resize_indexes(config.segment_index_bytes)?;
@@ -148,11 +135,7 @@ impl LogSegment {
             );
             segment.recover()?
         };
-        if segment
-            .time_index
-            .sanity_check(segment.next_offset, active)
-            .is_err()
-        {
+        if segment.time_index.sanity_check(segment.next_offset, active).is_err() {
             tracing::warn!(segment = %segment.log_path.display(), "time index inconsistent, rebuilding");
             segment.recover()?;
         }
@@ -217,10 +200,7 @@ impl LogSegment {
             }
             _ => return Ok(false),
         }
-        let start = self
-            .offset_index
-            .last_entry()
-            .map_or(0, |e| u64::from(e.position));
+        let start = self.offset_index.last_entry().map_or(0, |e| u64::from(e.position));
         if start >= self.size {
             return Ok(false);
         }
@@ -255,10 +235,7 @@ impl LogSegment {
 
     /// Updates indexes and in-memory state for a batch written at `position`.
     fn index_batch(&mut self, position: u64, meta: &BatchMeta) {
-        debug_assert!(
-            meta.base_offset >= self.next_offset,
-            "offsets must grow within a segment"
-        );
+        debug_assert!(meta.base_offset >= self.next_offset, "offsets must grow within a segment");
         if self.first_batch_timestamp.is_none() {
             self.first_batch_timestamp = Some(meta.max_timestamp);
         }
@@ -268,11 +245,7 @@ impl LogSegment {
                 if !self.offset_index.is_full() {
                     self.offset_index.append(meta.base_offset, position);
                 }
-                self.time_index.maybe_append(
-                    self.max_timestamp,
-                    self.offset_of_max_timestamp,
-                    false,
-                );
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, false);
             }
             self.bytes_since_last_index_entry = 0;
         }
@@ -284,10 +257,7 @@ impl LogSegment {
     /// write. On a failed or short write the file is cut back to its previous size so no
     /// partial batch stays behind.
     pub(crate) fn append(&mut self, data: &[u8], batches: &[BatchMeta]) -> Result<()> {
-        debug_assert_eq!(
-            data.len() as u64,
-            batches.iter().map(|b| b.size).sum::<u64>()
-        );
+        debug_assert_eq!(data.len() as u64, batches.iter().map(|b| b.size).sum::<u64>());
         let start = self.size;
         if let Err(e) = (&*self.log).write_all(data) {
             let _ = self.log.set_len(start);
@@ -332,8 +302,7 @@ impl LogSegment {
     /// in the time index (so it survives a restart) and trims both indexes.
     pub(crate) fn on_become_inactive(&mut self) -> Result<()> {
         if self.max_timestamp >= 0 {
-            self.time_index
-                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
         }
         self.offset_index.trim()?;
         self.time_index.trim()
@@ -348,9 +317,7 @@ impl LogSegment {
     /// fsyncs the log file and msyncs the indexes if anything was appended since.
     pub(crate) fn flush(&mut self) -> Result<()> {
         if self.dirty {
-            self.log
-                .sync_data()
-                .map_err(|e| StorageError::io(IoOp::Sync, &self.log_path, self.size, e))?;
+            self.log.sync_data().map_err(|e| StorageError::io(IoOp::Sync, &self.log_path, self.size, e))?;
             self.offset_index.flush()?;
             self.time_index.flush()?;
             self.dirty = false;

@@ -37,11 +37,7 @@ impl LogSegment {
     }
 
     /// Reads the whole batch at `position` into memory.
-    pub(crate) fn read_batch(
-        &self,
-        position: u64,
-        header: &RecordBatchHeader,
-    ) -> Result<RecordBatch> {
+    pub(crate) fn read_batch(&self, position: u64, header: &RecordBatchHeader) -> Result<RecordBatch> {
         let mut buf = BytesMut::zeroed(header.size_in_bytes());
         self.log
             .read_exact_at(&mut buf, position)
@@ -85,21 +81,15 @@ impl LogSegment {
         };
         let empty = FileSlice::new(self.log.clone(), start, 0);
         let first_size = first.size_in_bytes() as u64;
-        let max_bytes = u64::try_from(max_bytes)
-            .unwrap_or(u64::MAX)
-            .min(u64::from(u32::MAX));
+        let max_bytes = u64::try_from(max_bytes).unwrap_or(u64::MAX).min(u64::from(u32::MAX));
         if first.base_offset >= max_offset || (first_size > max_bytes && !min_one_batch) {
             return Ok(Some(empty));
         }
-        let limit = start
-            .saturating_add(max_bytes.max(first_size))
-            .min(self.size);
+        let limit = start.saturating_add(max_bytes.max(first_size)).min(self.size);
         let mut end = start + first_size;
         // Jump over whole batches with the sparse index before scanning headers: the
         // entry must start inside the byte limit and below max_offset.
-        let by_position = self
-            .offset_index
-            .lookup_by_position(u32::try_from(limit).unwrap_or(u32::MAX));
+        let by_position = self.offset_index.lookup_by_position(u32::try_from(limit).unwrap_or(u32::MAX));
         let by_offset = self.offset_index.lookup(max_offset.saturating_sub(1));
         if let Some(entry) = by_position {
             let jump = u64::from(entry.position.min(by_offset.position));
@@ -128,23 +118,17 @@ impl LogSegment {
         starting_offset: i64,
         max_uncompressed_bytes: usize,
     ) -> Result<Option<TimestampAndOffset>> {
-        let from = self
-            .time_index
-            .lookup(timestamp)
-            .offset
-            .max(starting_offset);
+        let from = self.time_index.lookup(timestamp).offset.max(starting_offset);
         let mut position = u64::from(self.offset_index.lookup(from).position);
         while position < self.size {
             let Some(header) = self.read_header(position)? else {
                 break;
             };
             if header.max_timestamp >= timestamp && header.last_offset() >= starting_offset {
-                let found = self.first_record_where(
-                    position,
-                    &header,
-                    max_uncompressed_bytes,
-                    |offset, ts| offset >= starting_offset && ts >= timestamp,
-                )?;
+                let found =
+                    self.first_record_where(position, &header, max_uncompressed_bytes, |offset, ts| {
+                        offset >= starting_offset && ts >= timestamp
+                    })?;
                 if found.is_some() {
                     return Ok(found);
                 }
@@ -164,18 +148,14 @@ impl LogSegment {
             return Ok(None);
         }
         let max = self.max_timestamp;
-        let fallback = TimestampAndOffset {
-            timestamp: max,
-            offset: self.offset_of_max_timestamp,
-        };
+        let fallback = TimestampAndOffset { timestamp: max, offset: self.offset_of_max_timestamp };
         let Some((position, header)) = self.find_batch(self.offset_of_max_timestamp)? else {
             return Ok(Some(fallback));
         };
         if header.max_timestamp != max {
             return Ok(Some(fallback));
         }
-        let found =
-            self.first_record_where(position, &header, max_uncompressed_bytes, |_, ts| ts == max)?;
+        let found = self.first_record_where(position, &header, max_uncompressed_bytes, |_, ts| ts == max)?;
         Ok(Some(found.unwrap_or(fallback)))
     }
 
@@ -192,10 +172,7 @@ impl LogSegment {
         if header.timestamp_type() == TimestampType::LogAppendTime {
             let ts = header.max_timestamp;
             let found = (header.base_offset..=header.last_offset()).find(|&o| pred(o, ts));
-            return Ok(found.map(|offset| TimestampAndOffset {
-                timestamp: ts,
-                offset,
-            }));
+            return Ok(found.map(|offset| TimestampAndOffset { timestamp: ts, offset }));
         }
         let batch = self.read_batch(position, header)?;
         let corrupt = |source| StorageError::CorruptLog {
@@ -206,10 +183,7 @@ impl LogSegment {
         for record in batch.records(max_uncompressed_bytes).map_err(corrupt)? {
             let record = record.map_err(corrupt)?;
             if pred(record.offset, record.timestamp) {
-                return Ok(Some(TimestampAndOffset {
-                    timestamp: record.timestamp,
-                    offset: record.offset,
-                }));
+                return Ok(Some(TimestampAndOffset { timestamp: record.timestamp, offset: record.offset }));
             }
         }
         Ok(None)

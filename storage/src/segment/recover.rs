@@ -24,11 +24,8 @@ impl LogSegment {
         self.offset_of_max_timestamp = -1;
         self.first_batch_timestamp = None;
         self.bytes_since_last_index_entry = 0;
-        let file_size = self
-            .log
-            .metadata()
-            .map_err(|e| StorageError::io(IoOp::Metadata, &self.log_path, 0, e))?
-            .len();
+        let file_size =
+            self.log.metadata().map_err(|e| StorageError::io(IoOp::Metadata, &self.log_path, 0, e))?.len();
         self.size = file_size;
         let mut position = 0u64;
         let mut chunk = Vec::new();
@@ -64,12 +61,7 @@ impl LogSegment {
     }
 
     /// Streams the CRC-covered bytes of the batch at `position` through CRC-32C.
-    fn crc_matches(
-        &self,
-        position: u64,
-        header: &RecordBatchHeader,
-        chunk: &mut Vec<u8>,
-    ) -> Result<bool> {
+    fn crc_matches(&self, position: u64, header: &RecordBatchHeader, chunk: &mut Vec<u8>) -> Result<bool> {
         let end = position + header.size_in_bytes() as u64;
         let mut at = position + CRC_START as u64;
         let mut crc = 0u32;

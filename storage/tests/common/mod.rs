@@ -3,9 +3,7 @@
 #![allow(dead_code)]
 
 use bytes::{Bytes, BytesMut};
-use strata_protocol::records::{
-    Compression, NewRecord, RecordBatch, RecordBatchBuilder, RecordBatches,
-};
+use strata_protocol::records::{Compression, NewRecord, RecordBatch, RecordBatchBuilder, RecordBatches};
 use strata_storage::{Log, LogConfig, LogReadInfo};
 
 /// A record as the tests track it.
@@ -34,12 +32,8 @@ pub fn batch_with(tag: &str, timestamps: &[i64], codec: Compression) -> Bytes {
     let mut b = RecordBatchBuilder::new(987_654).compression(codec);
     for (i, ts) in timestamps.iter().enumerate() {
         let value = Bytes::from(format!("{tag}-{i}"));
-        b.append(&NewRecord::new(
-            *ts,
-            Some(Bytes::from(format!("k{i}"))),
-            Some(value),
-        ))
-        .expect("append to builder");
+        b.append(&NewRecord::new(*ts, Some(Bytes::from(format!("k{i}"))), Some(value)))
+            .expect("append to builder");
     }
     b.build().expect("build batch")
 }
@@ -79,11 +73,7 @@ pub fn records_of(read: &LogReadInfo) -> Vec<Rec> {
                 .expect("records")
                 .map(|r| {
                     let r = r.expect("record");
-                    Rec {
-                        offset: r.offset,
-                        timestamp: r.timestamp,
-                        value: r.value.unwrap_or_default(),
-                    }
+                    Rec { offset: r.offset, timestamp: r.timestamp, value: r.value.unwrap_or_default() }
                 })
                 .collect::<Vec<_>>()
         })
@@ -95,23 +85,15 @@ pub fn read_all(log: &Log) -> Vec<Rec> {
     let mut out = Vec::new();
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
-        let read = log
-            .read(offset, usize::MAX >> 1, i64::MAX, true)
-            .expect("read");
+        let read = log.read(offset, usize::MAX >> 1, i64::MAX, true).expect("read");
         let batches = batches_of(&read);
-        assert!(
-            !batches.is_empty(),
-            "read at {offset} returned nothing before the log end"
-        );
+        assert!(!batches.is_empty(), "read at {offset} returned nothing before the log end");
         for r in records_of(&read) {
             if r.offset >= offset {
                 out.push(r);
             }
         }
-        offset = batches
-            .last()
-            .map(RecordBatch::next_offset)
-            .unwrap_or(offset);
+        offset = batches.last().map(RecordBatch::next_offset).unwrap_or(offset);
     }
     out
 }
