@@ -540,3 +540,18 @@ fn deleted_files_linger_for_the_delete_delay() {
     assert!(!deleted.exists());
     let _ = RecordBatch::parse(&batch("x", 1, 1)).unwrap();
 }
+
+#[test]
+fn retention_removes_segments_below_the_log_start_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small_config());
+    log.append(batch("a", 4, 1), 0, 0).unwrap();
+    log.delete_records_before(4).unwrap();
+    assert_eq!(log.num_segments(), 1, "the active segment cannot go yet");
+    log.roll().unwrap();
+    log.append(batch("b", 2, 1), 0, 0).unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 4]);
+    assert_eq!(log.apply_retention(0).unwrap(), 1);
+    assert_eq!(log.segment_base_offsets(), vec![4]);
+    assert_eq!((log.log_start_offset(), read_all(&log).len()), (4, 2));
+}

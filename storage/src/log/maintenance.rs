@@ -65,9 +65,9 @@ impl Log {
         Ok(())
     }
 
-    /// Deletes the oldest segments by `retention.ms` (segment's largest timestamp older
-    /// than that) and then by `retention.bytes` (while the log stays above the limit
-    /// without the segment). The active segment counts too when it has data: if every
+    /// Deletes the oldest segments that lie wholly below the log start offset, then by
+    /// `retention.ms` (segment's largest timestamp older than that), then by
+    /// `retention.bytes` (while the log stays at or above the limit without the segment). The active segment counts too when it has data: if every
     /// segment is deletable the log rolls first, as Kafka does, so one (empty) segment
     /// always remains. Returns the number of segments deleted.
     pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
@@ -76,7 +76,14 @@ impl Log {
         self.check_open(&inner)?;
         inner.observe_now(now_ms);
         Self::remove_due_files(&mut inner, now_ms)?;
-        let mut deleted = 0;
+        // Segments wholly below the log start offset: DeleteRecords raised it inside
+        // what was then the active segment, which could not be deleted at the time.
+        let bases: Vec<i64> = inner.segments.keys().copied().collect();
+        let log_start_offset = inner.log_start_offset;
+        let mut below_start =
+            bases.windows(2).map(|w| w[1] <= log_start_offset).collect::<Vec<_>>().into_iter();
+        let mut deleted =
+            self.delete_oldest_segments(&mut inner, &config, |_| below_start.next().unwrap_or(false))?;
         if config.retention_ms >= 0 {
             let mut expired = Vec::new();
             for segment in inner.segments.values() {
