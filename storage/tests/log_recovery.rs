@@ -173,7 +173,15 @@ fn missing_or_corrupt_indexes_are_rebuilt() {
     for base in &bases[..3] {
         assert!(seg_file(dir.path(), *base, "index").exists());
         assert!(seg_file(dir.path(), *base, "timeindex").exists());
+        let len = std::fs::metadata(seg_file(dir.path(), *base, "index")).unwrap().len();
+        assert!(len < 4096, "rebuilt index of an inactive segment is trimmed");
     }
+    // A second restart finds the rebuilt indexes sane.
+    log.close().unwrap();
+    drop(log);
+    let log = open(dir.path(), true);
+    assert_eq!(read_all(&log), before);
+    assert_eq!(log.max_timestamp().unwrap(), max);
 }
 
 #[test]

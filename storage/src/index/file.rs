@@ -92,6 +92,9 @@ impl IndexFile {
 
     /// Shrinks the file to the entries in use (on roll and close).
     pub(crate) fn trim(&mut self) -> Result<()> {
+        if self.entries == self.capacity && !self.ragged {
+            return Ok(());
+        }
         self.resize((self.entries * self.entry_size) as u64)
     }
 

@@ -139,6 +139,11 @@ impl LogSegment {
             tracing::warn!(segment = %segment.log_path.display(), "time index inconsistent, rebuilding");
             segment.recover()?;
         }
+        if !active {
+            // Rebuilt indexes of an inactive segment are still preallocated and lack the
+            // final time index entry.
+            segment.on_become_inactive()?;
+        }
         Ok((segment, truncated))
     }
 
