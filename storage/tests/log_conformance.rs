@@ -555,3 +555,43 @@ fn retention_removes_segments_below_the_log_start_offset() {
     assert_eq!(log.segment_base_offsets(), vec![4]);
     assert_eq!((log.log_start_offset(), read_all(&log).len()), (4, 2));
 }
+
+#[test]
+fn concurrent_appends_and_reads_keep_offsets_dense() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Log>();
+    assert_send_sync::<strata_storage::LogManager>();
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::sync::Arc::new(open(dir.path(), small_config()));
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for i in 0..100 {
+                    let info = log.append(batch(&format!("w{w}-{i}"), 1 + i % 3, i as i64), 0, 0).unwrap();
+                    assert_eq!(info.last_offset - info.first_offset, (i % 3) as i64);
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for _ in 0..200 {
+                let end = log.log_end_offset();
+                if end > 0 {
+                    let read = log.read(end / 2, 4096, i64::MAX, true).unwrap();
+                    assert!(!batches_of(&read).is_empty());
+                }
+            }
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    reader.join().unwrap();
+    let all = read_all(&log);
+    assert_eq!(all.len(), 3 * (34 + 33 * 2 + 33 * 3));
+    assert!(all.windows(2).all(|w| w[1].offset == w[0].offset + 1));
+}
