@@ -35,6 +35,7 @@
 //!   delete_records_before(&self, offset: i64) -> Result<i64>          // new log start offset
 //!   truncate_to(&self, offset: i64) -> Result<()>
 //!   apply_retention(&self, now_ms: i64) -> Result<usize>               // segments deleted
+//!   apply_retention_up_to(&self, now_ms: i64, high_watermark: i64) -> Result<usize>
 //!   roll(&self) -> Result<()>;  flush(&self) -> Result<()>;  maybe_flush(&self, now_ms: i64) -> Result<()>
 //!   close(&self) -> Result<()>;  delete(&self) -> Result<()>
 //!   update_config(&self, LogConfig) -> Result<()>;  config(&self) -> Arc<LogConfig>

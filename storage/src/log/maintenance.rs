@@ -67,10 +67,18 @@ impl Log {
 
     /// Deletes the oldest segments that lie wholly below the log start offset, then by
     /// `retention.ms` (segment's largest timestamp older than that), then by
-    /// `retention.bytes` (while the log stays at or above the limit without the segment). The active segment counts too when it has data: if every
-    /// segment is deletable the log rolls first, as Kafka does, so one (empty) segment
-    /// always remains. Returns the number of segments deleted.
+    /// `retention.bytes` (while the log stays at or above the limit without the
+    /// segment). The active segment counts too when it has data: if every segment is
+    /// deletable the log rolls first, as Kafka does, so one (empty) segment always
+    /// remains. Returns the number of segments deleted. Equivalent to
+    /// [`Log::apply_retention_up_to`] with the log end offset as high watermark.
     pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
+        self.apply_retention_up_to(now_ms, i64::MAX)
+    }
+
+    /// [`Log::apply_retention`] that never deletes a segment holding offsets at or above
+    /// `high_watermark` (Kafka only deletes fully replicated segments).
+    pub fn apply_retention_up_to(&self, now_ms: i64, high_watermark: i64) -> Result<usize> {
         let config = self.config();
         let mut inner = self.write_inner();
         self.check_open(&inner)?;
@@ -82,8 +90,9 @@ impl Log {
         let log_start_offset = inner.log_start_offset;
         let mut below_start =
             bases.windows(2).map(|w| w[1] <= log_start_offset).collect::<Vec<_>>().into_iter();
-        let mut deleted =
-            self.delete_oldest_segments(&mut inner, &config, |_| below_start.next().unwrap_or(false))?;
+        let mut deleted = self.delete_oldest_segments(&mut inner, &config, high_watermark, |_| {
+            below_start.next().unwrap_or(false)
+        })?;
         if config.retention_ms >= 0 {
             let mut expired = Vec::new();
             for segment in inner.segments.values() {
@@ -92,12 +101,14 @@ impl Log {
                 );
             }
             let mut flags = expired.into_iter();
-            deleted += self.delete_oldest_segments(&mut inner, &config, |_| flags.next().unwrap_or(false))?;
+            deleted += self.delete_oldest_segments(&mut inner, &config, high_watermark, |_| {
+                flags.next().unwrap_or(false)
+            })?;
         }
         if config.retention_bytes >= 0 {
             let total: u64 = inner.segments.values().map(LogSegment::size).sum();
             let mut excess = i128::from(total) - i128::from(config.retention_bytes);
-            deleted += self.delete_oldest_segments(&mut inner, &config, |segment| {
+            deleted += self.delete_oldest_segments(&mut inner, &config, high_watermark, |segment| {
                 let size = i128::from(segment.size());
                 if excess - size >= 0 {
                     excess -= size;
@@ -111,19 +122,24 @@ impl Log {
         Ok(deleted)
     }
 
-    /// Deletes the longest prefix of segments matching `predicate` (an empty active
-    /// segment never matches), rolling first when that prefix is every segment.
+    /// Deletes the longest prefix of segments matching `predicate` and wholly below
+    /// `high_watermark` (an empty active segment never matches), rolling first when that
+    /// prefix is every segment.
     fn delete_oldest_segments(
         &self,
         inner: &mut LogInner,
         config: &LogConfig,
+        high_watermark: i64,
         mut predicate: impl FnMut(&LogSegment) -> bool,
     ) -> Result<usize> {
         let count = inner.segments.len();
         let mut deletable = Vec::new();
         for (i, (base, segment)) in inner.segments.iter().enumerate() {
             let is_active = i + 1 == count;
-            if (is_active && segment.is_empty()) || !predicate(segment) {
+            if (is_active && segment.is_empty())
+                || segment.next_offset() > high_watermark
+                || !predicate(segment)
+            {
                 break;
             }
             deletable.push(*base);
