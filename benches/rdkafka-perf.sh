@@ -129,8 +129,8 @@ fi
 log "rdkafka_performance produce: $RECORDS x ${RECORD_SIZE} B, acks=1, partition 0"
 # -X linger.ms=5 and batch.size as in compare.sh's strata-perf produce workload.
 "$BIN" -P -t "$TOPIC" -p 0 -b "$BOOTSTRAP" -s "$RECORD_SIZE" -c "$RECORDS" -a 1 -u \
-    -X linger.ms=5 -X batch.size=131072 -X api.version.request=true 2>&1 | tail -5
+    -X linger.ms=5 -X batch.size=131072 -X api.version.request=true 2>&1 | grep -v CONFWARN | tail -6
 
 log "rdkafka_performance consume: $RECORDS records from the start of partition 0"
 "$BIN" -C -t "$TOPIC" -p 0 -b "$BOOTSTRAP" -o beginning -c "$RECORDS" -u \
-    -X api.version.request=true 2>&1 | tail -5
+    -X api.version.request=true 2>&1 | grep -v CONFWARN | tail -6

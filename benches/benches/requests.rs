@@ -25,12 +25,7 @@ fn frame(api: ApiKey, version: i16, body: RequestBody) -> Bytes {
 fn produce_frame() -> Bytes {
     let mut b = RecordBatchBuilder::new(0);
     for i in 0..15 {
-        b.append(&NewRecord::new(
-            i,
-            None,
-            Some(Bytes::from(vec![b'v'; 1024])),
-        ))
-        .expect("fits");
+        b.append(&NewRecord::new(i, None, Some(Bytes::from(vec![b'v'; 1024])))).expect("fits");
     }
     let batch = b.build().expect("builds");
     let body = RequestBody::Produce(ProduceRequest {
@@ -39,10 +34,7 @@ fn produce_frame() -> Bytes {
         timeout_ms: 30_000,
         topic_data: vec![TopicProduceData {
             name: "bench-topic".into(),
-            partition_data: vec![PartitionProduceData {
-                index: 0,
-                records: Some(batch),
-            }],
+            partition_data: vec![PartitionProduceData { index: 0, records: Some(batch) }],
         }],
     });
     frame(ApiKey::Produce, 9, body)
@@ -73,16 +65,9 @@ fn fetch_frame(partitions: i32) -> Bytes {
 }
 
 fn metadata_frame(all: bool) -> Bytes {
-    let topics = (!all).then(|| {
-        vec![MetadataRequestTopic {
-            name: Some("bench-topic".into()),
-            ..Default::default()
-        }]
-    });
-    let body = RequestBody::Metadata(MetadataRequest {
-        topics,
-        ..Default::default()
-    });
+    let topics =
+        (!all).then(|| vec![MetadataRequestTopic { name: Some("bench-topic".into()), ..Default::default() }]);
+    let body = RequestBody::Metadata(MetadataRequest { topics, ..Default::default() });
     frame(ApiKey::Metadata, 12, body)
 }
 

@@ -20,21 +20,13 @@ const APPENDS_PER_ROUND: u64 = 512;
 fn batch_16k() -> Bytes {
     let mut b = RecordBatchBuilder::new(0);
     for i in 0..15 {
-        b.append(&NewRecord::new(
-            NOW_MS + i,
-            None,
-            Some(Bytes::from(vec![b'v'; 1024])),
-        ))
-        .expect("fits");
+        b.append(&NewRecord::new(NOW_MS + i, None, Some(Bytes::from(vec![b'v'; 1024])))).expect("fits");
     }
     b.build().expect("builds")
 }
 
 fn open(dir: &tempfile::TempDir, topic: &str) -> Log {
-    let config = LogConfig {
-        segment_bytes: 64 << 20,
-        ..LogConfig::default()
-    };
+    let config = LogConfig { segment_bytes: 64 << 20, ..LogConfig::default() };
     Log::open(dir.path(), topic, 0, config, true, NOW_MS).expect("log opens")
 }
 
@@ -52,8 +44,7 @@ fn append(c: &mut Criterion) {
                 let n = (iters - done).min(APPENDS_PER_ROUND);
                 let t = Instant::now();
                 for _ in 0..n {
-                    log.append(black_box(batch.clone()), 0, NOW_MS)
-                        .expect("append");
+                    log.append(black_box(batch.clone()), 0, NOW_MS).expect("append");
                 }
                 timed += t.elapsed();
                 done += n;
@@ -83,12 +74,7 @@ fn read(c: &mut Criterion) {
     };
     g.throughput(Throughput::Elements(1));
     g.bench_function("locate_offset", |b| {
-        b.iter(|| {
-            log.read(next_offset(), 1, end, true)
-                .expect("read")
-                .records
-                .len()
-        })
+        b.iter(|| log.read(next_offset(), 1, end, true).expect("read").records.len())
     });
     g.throughput(Throughput::Bytes(1 << 20));
     g.bench_function("fetch_read_1m", |b| {

@@ -317,19 +317,14 @@ mod tests {
 
     #[test]
     fn produce_defaults_match_kafka_producer_defaults() {
-        let Mode::Produce(p) = parse(&["produce"]).unwrap().mode else {
-            panic!("not produce")
-        };
+        let Mode::Produce(p) = parse(&["produce"]).unwrap().mode else { panic!("not produce") };
         assert_eq!(p.common.bootstrap, "127.0.0.1:9092");
         assert_eq!(p.producer.acks, 1);
         assert_eq!(p.producer.batch_size, 16384);
         assert_eq!(p.producer.max_in_flight, 5);
         assert_eq!(p.producer.record_size, 1024);
         assert_eq!(p.producer.compression, CompressionArg::None);
-        assert_eq!(
-            p.common.limit(Limit::Records(7)).unwrap(),
-            Limit::Records(7)
-        );
+        assert_eq!(p.common.limit(Limit::Records(7)).unwrap(), Limit::Records(7));
         p.producer.validate().unwrap();
     }
 
@@ -358,14 +353,9 @@ mod tests {
             "--json",
         ])
         .unwrap();
-        let Mode::Produce(p) = cli.mode else {
-            panic!("not produce")
-        };
+        let Mode::Produce(p) = cli.mode else { panic!("not produce") };
         assert_eq!(p.common.bootstrap, "10.0.0.1:9093");
-        assert_eq!(
-            p.common.limit(Limit::EndOfLog).unwrap(),
-            Limit::Records(20000)
-        );
+        assert_eq!(p.common.limit(Limit::EndOfLog).unwrap(), Limit::Records(20000));
         assert_eq!(p.producer.acks, -1);
         assert_eq!(Compression::from(p.producer.compression), Compression::Zstd);
         assert_eq!(p.producer.key_distribution, KeyDistribution::Sequential);
@@ -384,9 +374,7 @@ mod tests {
     #[test]
     fn invalid_values_are_refused() {
         let bad = |args: &[&str]| {
-            let Mode::Produce(p) = parse(args).unwrap().mode else {
-                panic!("not produce")
-            };
+            let Mode::Produce(p) = parse(args).unwrap().mode else { panic!("not produce") };
             p.producer.validate().is_err() || p.common.limit(Limit::EndOfLog).is_err()
         };
         assert!(bad(&["produce", "--acks", "2"]));
@@ -401,9 +389,7 @@ mod tests {
 
     #[test]
     fn consume_and_end_to_end_parse() {
-        let Mode::Consume(c) = parse(&["consume", "--from", "latest", "--consumers", "3"])
-            .unwrap()
-            .mode
+        let Mode::Consume(c) = parse(&["consume", "--from", "latest", "--consumers", "3"]).unwrap().mode
         else {
             panic!("not consume")
         };
@@ -411,20 +397,12 @@ mod tests {
         assert_eq!(c.consumer.consumers, 3);
         assert_eq!(c.common.limit(Limit::EndOfLog).unwrap(), Limit::EndOfLog);
         c.consumer.validate().unwrap();
-        let Mode::EndToEnd(e) = parse(&["end-to-end", "--duration", "2.5", "--rate", "100"])
-            .unwrap()
-            .mode
+        let Mode::EndToEnd(e) = parse(&["end-to-end", "--duration", "2.5", "--rate", "100"]).unwrap().mode
         else {
             panic!("not end-to-end")
         };
-        assert_eq!(
-            e.common.limit(Limit::EndOfLog).unwrap(),
-            Limit::Duration(Duration::from_millis(2500))
-        );
+        assert_eq!(e.common.limit(Limit::EndOfLog).unwrap(), Limit::Duration(Duration::from_millis(2500)));
         assert_eq!(e.producer.rate, 100.0);
-        assert!(matches!(
-            parse(&["loopback", "--duration", "1"]).unwrap().mode,
-            Mode::Loopback(_)
-        ));
+        assert!(matches!(parse(&["loopback", "--duration", "1"]).unwrap().mode, Mode::Loopback(_)));
     }
 }

@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use strata_protocol::messages::api_versions::ApiVersionsRequest;
 use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
-use strata_protocol::messages::list_offsets::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
-};
+use strata_protocol::messages::list_offsets::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
 use strata_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic};
 use strata_protocol::{ApiKey, ErrorCode, RequestBody, ResponseBody};
 
@@ -41,12 +39,7 @@ pub struct Versions {
 impl Versions {
     /// From (api key, min, max) triples.
     pub fn from_ranges(ranges: impl IntoIterator<Item = (i16, i16, i16)>) -> Versions {
-        Versions {
-            ranges: ranges
-                .into_iter()
-                .map(|(k, lo, hi)| (k, (lo, hi)))
-                .collect(),
-        }
+        Versions { ranges: ranges.into_iter().map(|(k, lo, hi)| (k, (lo, hi))).collect() }
     }
 
     /// Whether the broker advertises `api` at all.
@@ -63,10 +56,7 @@ impl Versions {
             .ok_or_else(|| anyhow!("the broker does not advertise {}", api.name()))?;
         let v = hi.min(ours_hi);
         if v < lo.max(ours_lo) {
-            bail!(
-                "no common version of {}: broker {lo}-{hi}, strata-perf {ours_lo}-{ours_hi}",
-                api.name()
-            );
+            bail!("no common version of {}: broker {lo}-{hi}, strata-perf {ours_lo}-{ours_hi}", api.name());
         }
         Ok(v)
     }
@@ -121,9 +111,7 @@ pub async fn api_versions(addr: &str, client_id: &str) -> Result<Versions> {
             bail!("ApiVersions failed: {}", error_name(r.error_code));
         }
         return Ok(Versions::from_ranges(
-            r.api_keys
-                .iter()
-                .map(|k| (k.api_key, k.min_version, k.max_version)),
+            r.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)),
         ));
     }
     bail!("the broker at {addr} answered no ApiVersions request")
@@ -149,9 +137,10 @@ impl TopicLayout {
     /// Address of the leader of `partition`.
     pub fn leader_addr(&self, partition: usize) -> Result<&str> {
         let node = self.leaders[partition];
-        self.brokers.get(&node).map(String::as_str).ok_or_else(|| {
-            anyhow!("leader {node} of partition {partition} is not in the broker list")
-        })
+        self.brokers
+            .get(&node)
+            .map(String::as_str)
+            .ok_or_else(|| anyhow!("leader {node} of partition {partition} is not in the broker list"))
     }
 }
 
@@ -164,22 +153,14 @@ enum TopicState {
 
 async fn describe(conn: &mut Connection, version: i16, topic: &str) -> Result<TopicState> {
     let request = MetadataRequest {
-        topics: Some(vec![MetadataRequestTopic {
-            name: Some(topic.to_string()),
-            ..Default::default()
-        }]),
+        topics: Some(vec![MetadataRequestTopic { name: Some(topic.to_string()), ..Default::default() }]),
         allow_auto_topic_creation: false,
         ..Default::default()
     };
-    let ResponseBody::Metadata(r) = conn.call(version, RequestBody::Metadata(request)).await?
-    else {
+    let ResponseBody::Metadata(r) = conn.call(version, RequestBody::Metadata(request)).await? else {
         bail!("unexpected response to Metadata");
     };
-    let brokers = r
-        .brokers
-        .iter()
-        .map(|b| (b.node_id, format!("{}:{}", b.host, b.port)))
-        .collect();
+    let brokers = r.brokers.iter().map(|b| (b.node_id, format!("{}:{}", b.host, b.port))).collect();
     let Some(t) = r.topics.iter().find(|t| t.name.as_deref() == Some(topic)) else {
         return Ok(TopicState::Missing);
     };
@@ -207,11 +188,7 @@ async fn describe(conn: &mut Connection, version: i16, topic: &str) -> Result<To
     if leaders.is_empty() {
         return Ok(TopicState::NotReady("no partitions".into()));
     }
-    Ok(TopicState::Ready(TopicLayout {
-        topic: topic.to_string(),
-        leaders,
-        brokers,
-    }))
+    Ok(TopicState::Ready(TopicLayout { topic: topic.to_string(), leaders, brokers }))
 }
 
 /// Creates `topic` with `partitions` partitions if it does not exist, then waits until
@@ -242,8 +219,7 @@ pub async fn ensure_topic(
             }
             TopicState::Missing => match create {
                 Some((partitions, replication_factor)) if !created => {
-                    create_topic(&mut conn, versions, topic, partitions, replication_factor)
-                        .await?;
+                    create_topic(&mut conn, versions, topic, partitions, replication_factor).await?;
                     created = true;
                     continue;
                 }
@@ -277,10 +253,8 @@ async fn create_topic(
         timeout_ms: 30_000,
         validate_only: false,
     };
-    let ResponseBody::CreateTopics(r) = conn
-        .call(version, RequestBody::CreateTopics(request))
-        .await
-        .context("creating the topic")?
+    let ResponseBody::CreateTopics(r) =
+        conn.call(version, RequestBody::CreateTopics(request)).await.context("creating the topic")?
     else {
         bail!("unexpected response to CreateTopics");
     };
@@ -307,10 +281,7 @@ pub async fn list_offsets(
 ) -> Result<Vec<i64>> {
     let mut by_leader: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for p in 0..layout.partition_count() {
-        by_leader
-            .entry(layout.leader_addr(p)?)
-            .or_default()
-            .push(p as i32);
+        by_leader.entry(layout.leader_addr(p)?).or_default().push(p as i32);
     }
     let mut out = vec![-1i64; layout.partition_count()];
     for (addr, partitions) in by_leader {
@@ -322,18 +293,12 @@ pub async fn list_offsets(
                 name: layout.topic.clone(),
                 partitions: partitions
                     .iter()
-                    .map(|&p| ListOffsetsPartition {
-                        partition_index: p,
-                        timestamp,
-                        ..Default::default()
-                    })
+                    .map(|&p| ListOffsetsPartition { partition_index: p, timestamp, ..Default::default() })
                     .collect(),
             }],
             timeout_ms: 30_000,
         };
-        let ResponseBody::ListOffsets(r) = conn
-            .call(version, RequestBody::ListOffsets(request))
-            .await?
+        let ResponseBody::ListOffsets(r) = conn.call(version, RequestBody::ListOffsets(request)).await?
         else {
             bail!("unexpected response to ListOffsets");
         };
@@ -369,16 +334,10 @@ mod tests {
         assert_eq!(v.pick(ApiKey::Fetch, 4, 12).unwrap(), 12);
         assert_eq!(v.pick(ApiKey::Produce, 3, 7).unwrap(), 7);
         assert!(v.pick(ApiKey::Fetch, 0, 3).is_err(), "no overlap");
-        assert!(
-            v.pick(ApiKey::InitProducerId, 0, 5).is_err(),
-            "not advertised"
-        );
+        assert!(v.pick(ApiKey::InitProducerId, 0, 5).is_err(), "not advertised");
         assert!(!v.has(ApiKey::InitProducerId));
         let n = Negotiated::from(&v).unwrap();
-        assert_eq!(
-            (n.produce, n.fetch, n.metadata, n.list_offsets),
-            (10, 12, 12, 7)
-        );
+        assert_eq!((n.produce, n.fetch, n.metadata, n.list_offsets), (10, 12, 12, 7));
     }
 
     #[test]

@@ -156,17 +156,11 @@ impl Fetcher {
                 isolation_level: 0,
                 session_id: 0,
                 session_epoch: -1,
-                topics: vec![FetchTopic {
-                    topic: self.topic.clone(),
-                    partitions,
-                    ..Default::default()
-                }],
+                topics: vec![FetchTopic { topic: self.topic.clone(), partitions, ..Default::default() }],
                 ..Default::default()
             };
-            let (body, frame_bytes) = self
-                .conn
-                .call_sized(self.settings.version, RequestBody::Fetch(request))
-                .await?;
+            let (body, frame_bytes) =
+                self.conn.call_sized(self.settings.version, RequestBody::Fetch(request)).await?;
             self.meter.add_wire(frame_bytes as u64);
             let ResponseBody::Fetch(response) = body else {
                 bail!("unexpected response to Fetch");
@@ -183,10 +177,7 @@ impl Fetcher {
                             error_name(pd.error_code)
                         );
                     }
-                    let Some(slot) = self
-                        .partitions
-                        .iter_mut()
-                        .find(|(p, _)| *p == pd.partition_index)
+                    let Some(slot) = self.partitions.iter_mut().find(|(p, _)| *p == pd.partition_index)
                     else {
                         continue;
                     };
@@ -213,11 +204,9 @@ pub fn consume_records(
     let mut count = 0u64;
     let mut bytes = 0u64;
     let mut stamps: Vec<Duration> = Vec::new();
-    let now_ns = settings.stamped.then(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-    });
+    let now_ns = settings
+        .stamped
+        .then(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64));
     for batch in RecordBatches::new(records.clone()) {
         let Ok(batch) = batch else {
             break;
@@ -226,9 +215,7 @@ pub fn consume_records(
             continue;
         }
         if settings.check_crc {
-            batch
-                .validate_crc()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", ErrorCode::CorruptMessage.name()))?;
+            batch.validate_crc().map_err(|e| anyhow::anyhow!("{}: {e}", ErrorCode::CorruptMessage.name()))?;
         }
         if !batch.is_control() {
             for record in batch.records(MAX_UNCOMPRESSED_BATCH)? {

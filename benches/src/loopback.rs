@@ -43,11 +43,7 @@ impl LoopbackResult {
 
 /// Streams over `connections` loopback connections for `duration` with writes of
 /// `block_size` bytes.
-pub fn measure(
-    duration: Duration,
-    connections: usize,
-    block_size: usize,
-) -> Result<LoopbackResult> {
+pub fn measure(duration: Duration, connections: usize, block_size: usize) -> Result<LoopbackResult> {
     let listener = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let received = Arc::new(AtomicU64::new(0));
@@ -74,11 +70,7 @@ pub fn measure(
     for r in readers {
         r.join().map_err(|_| anyhow!("reader thread panicked"))??;
     }
-    Ok(LoopbackResult {
-        bytes,
-        elapsed,
-        connections,
-    })
+    Ok(LoopbackResult { bytes, elapsed, connections })
 }
 
 fn stream(mut s: TcpStream, block_size: usize, stop: &AtomicBool) -> Result<()> {

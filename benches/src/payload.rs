@@ -108,13 +108,7 @@ impl Payloads {
     pub fn new(record_size: usize, keys: KeyDistribution, seed: u64) -> Payloads {
         let mut rng = Rng::new(seed);
         let pool = make_pool(&mut rng);
-        Payloads {
-            pool,
-            record_size,
-            keys,
-            next_key: 0,
-            rng,
-        }
+        Payloads { pool, record_size, keys, next_key: 0, rng }
     }
 
     /// The next key, if keys are enabled.
@@ -158,9 +152,7 @@ impl Payloads {
 
 /// The send timestamp carried by an end-to-end value, if it has one.
 pub fn read_stamp(value: &[u8]) -> Option<u64> {
-    value
-        .get(..STAMP_BYTES)
-        .map(|b| u64::from_be_bytes(b.try_into().unwrap_or_default()))
+    value.get(..STAMP_BYTES).map(|b| u64::from_be_bytes(b.try_into().unwrap_or_default()))
 }
 
 /// Encodes a key as 8 big-endian bytes.
@@ -203,10 +195,7 @@ mod tests {
     #[test]
     fn keys_follow_the_distribution() {
         let mut seq = Payloads::new(16, KeyDistribution::Sequential, 1);
-        assert_eq!(
-            (seq.key(), seq.key(), seq.key()),
-            (Some(0), Some(1), Some(2))
-        );
+        assert_eq!((seq.key(), seq.key(), seq.key()), (Some(0), Some(1), Some(2)));
         let mut rnd = Payloads::new(16, KeyDistribution::Random, 1);
         assert_ne!(rnd.key(), rnd.key());
         assert_eq!(key_bytes(258).as_ref(), &[0, 0, 0, 0, 0, 0, 1, 2]);

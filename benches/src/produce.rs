@@ -29,6 +29,9 @@ use crate::wire::{Connection, FrameReader, FrameWriter, Sent};
 
 /// Records generated between two looks at lingering batches and the send queue.
 const MAX_BURST: usize = 1024;
+/// How long an acks=0 producer waits, at the end, for the broker to close the
+/// connection after the last request.
+const ACKS0_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Per-record overhead allowance when deciding whether a record fits a batch.
 const RECORD_OVERHEAD: usize = 24;
 
@@ -98,13 +101,8 @@ pub struct WallClock {
 impl WallClock {
     /// Pairs now's instant with now's wall-clock time.
     pub fn now() -> WallClock {
-        let unix_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        WallClock {
-            instant: Instant::now(),
-            unix_ns,
-        }
+        let unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        WallClock { instant: Instant::now(), unix_ns }
     }
 
     /// Nanoseconds since the Unix epoch at `t`.
@@ -112,8 +110,7 @@ impl WallClock {
         if t >= self.instant {
             self.unix_ns + t.duration_since(self.instant).as_nanos() as u64
         } else {
-            self.unix_ns
-                .saturating_sub(self.instant.duration_since(t).as_nanos() as u64)
+            self.unix_ns.saturating_sub(self.instant.duration_since(t).as_nanos() as u64)
         }
     }
 }
@@ -147,6 +144,8 @@ struct Link {
     permits: Arc<Semaphore>,
     in_flight: Option<mpsc::UnboundedSender<InFlight>>,
     reader: Option<JoinHandle<Result<()>>>,
+    /// The receiving half when no reader task runs (acks=0).
+    idle_reader: Option<FrameReader>,
     ready: std::collections::VecDeque<SealedBatch>,
 }
 
@@ -182,11 +181,7 @@ impl Producer {
         meter: Arc<Meter>,
         clock: WallClock,
     ) -> Result<Producer> {
-        let shared = Arc::new(Shared {
-            topic: layout.topic.clone(),
-            meter,
-            buffered: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Shared { topic: layout.topic.clone(), meter, buffered: AtomicU64::new(0) });
         let mut addrs: Vec<&str> = Vec::new();
         let mut link_of = Vec::with_capacity(layout.partition_count());
         for p in 0..layout.partition_count() {
@@ -291,8 +286,7 @@ impl Producer {
         let record_bytes = value.len() + key.map_or(0, |_| KEY_BYTES);
         let mut partition = key.map_or(self.sticky, |k| partition_for_key(k, partitions));
         let full = self.open[partition].as_ref().is_some_and(|b| {
-            b.builder.uncompressed_size_in_bytes() + record_bytes + RECORD_OVERHEAD
-                > self.settings.batch_size
+            b.builder.uncompressed_size_in_bytes() + record_bytes + RECORD_OVERHEAD > self.settings.batch_size
         });
         if full {
             self.seal(partition)?;
@@ -311,11 +305,7 @@ impl Producer {
         let timestamp_ms = (self.clock.unix_ns(due) / 1_000_000) as i64;
         batch
             .builder
-            .append(&NewRecord::new(
-                timestamp_ms,
-                key.map(key_bytes),
-                Some(value),
-            ))
+            .append(&NewRecord::new(timestamp_ms, key.map(key_bytes), Some(value)))
             .context("building a record batch")?;
         batch.dues.push(due);
         batch.payload_bytes += record_bytes as u64;
@@ -327,25 +317,19 @@ impl Producer {
             return Ok(());
         };
         let data = batch.builder.build().context("encoding a record batch")?;
-        self.shared
-            .buffered
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
-        self.links[self.link_of[partition]]
-            .ready
-            .push_back(SealedBatch {
-                partition: partition as i32,
-                data,
-                dues: batch.dues,
-                payload_bytes: batch.payload_bytes,
-            });
+        self.shared.buffered.fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.links[self.link_of[partition]].ready.push_back(SealedBatch {
+            partition: partition as i32,
+            data,
+            dues: batch.dues,
+            payload_bytes: batch.payload_bytes,
+        });
         Ok(())
     }
 
     fn seal_lingering(&mut self, now: Instant) -> Result<()> {
         for p in 0..self.open.len() {
-            let expired = self.open[p]
-                .as_ref()
-                .is_some_and(|b| b.opened + self.settings.linger <= now);
+            let expired = self.open[p].as_ref().is_some_and(|b| b.opened + self.settings.linger <= now);
             if expired {
                 self.seal(p)?;
                 if p == self.sticky {
@@ -374,6 +358,14 @@ impl Producer {
         for link in &mut self.links {
             // Closing the queue lets the reader finish once the last answer is in.
             link.in_flight = None;
+            if let Some(mut idle) = link.idle_reader.take() {
+                // acks=0: nothing is answered, so close our side and wait for the
+                // broker to close its side, which it does after handling what it read.
+                link.writer.shutdown().await?;
+                if !idle.wait_closed(ACKS0_CLOSE_TIMEOUT).await {
+                    eprintln!("note: the broker did not close the connection within {ACKS0_CLOSE_TIMEOUT:?} after the last acks=0 request");
+                }
+            }
             if let Some(reader) = link.reader.take() {
                 let result = reader.await.map_err(|e| anyhow!("reader task failed: {e}"));
                 if let Err(e) = result.and_then(|r| r) {
@@ -393,15 +385,12 @@ impl Link {
         let (writer, reader) = conn.into_split();
         let permits = Arc::new(Semaphore::new(settings.max_in_flight));
         let (tx, rx) = mpsc::unbounded_channel();
-        let reader = (settings.acks != 0)
-            .then(|| tokio::spawn(read_responses(reader, rx, shared.clone(), permits.clone())));
-        Link {
-            writer,
-            permits,
-            in_flight: Some(tx),
-            reader,
-            ready: Default::default(),
-        }
+        let (reader, idle_reader) = if settings.acks == 0 {
+            (None, Some(reader))
+        } else {
+            (Some(tokio::spawn(read_responses(reader, rx, shared.clone(), permits.clone()))), None)
+        };
+        Link { writer, permits, in_flight: Some(tx), reader, idle_reader, ready: Default::default() }
     }
 
     /// Sends one request with as many ready batches as fit (one per partition, as
@@ -439,42 +428,25 @@ impl Link {
                 name: shared.topic.clone(),
                 partition_data: batches
                     .iter()
-                    .map(|b| PartitionProduceData {
-                        index: b.partition,
-                        records: Some(b.data.clone()),
-                    })
+                    .map(|b| PartitionProduceData { index: b.partition, records: Some(b.data.clone()) })
                     .collect(),
             }],
         };
-        let sent = self
-            .writer
-            .send(settings.version, &RequestBody::Produce(request))
-            .await?;
+        let sent = self.writer.send(settings.version, &RequestBody::Produce(request)).await?;
         shared.meter.add_wire(sent.frame_bytes as u64);
         if settings.acks == 0 {
             // No answer comes: a record counts as acknowledged once written.
             let now = Instant::now();
             for b in &batches {
                 shared.meter.add(b.dues.len() as u64, b.payload_bytes);
-                shared
-                    .meter
-                    .record_latencies(b.dues.iter().map(|&d| latency(d, now)));
-                shared
-                    .buffered
-                    .fetch_sub(b.data.len() as u64, Ordering::Relaxed);
+                shared.meter.record_latencies(b.dues.iter().map(|&d| latency(d, now)));
+                shared.buffered.fetch_sub(b.data.len() as u64, Ordering::Relaxed);
             }
             return Ok(());
         }
-        let tx = self
-            .in_flight
-            .as_ref()
-            .ok_or_else(|| anyhow!("producer already flushed"))?;
-        tx.send(InFlight {
-            sent,
-            batches,
-            _permit: permit,
-        })
-        .map_err(|_| anyhow!("the connection's reader stopped"))?;
+        let tx = self.in_flight.as_ref().ok_or_else(|| anyhow!("producer already flushed"))?;
+        tx.send(InFlight { sent, batches, _permit: permit })
+            .map_err(|_| anyhow!("the connection's reader stopped"))?;
         Ok(())
     }
 }
@@ -505,9 +477,7 @@ async fn read_responses(
                 match answer {
                     Some(p) if p.error_code == 0 => {
                         shared.meter.add(records, batch.payload_bytes);
-                        shared
-                            .meter
-                            .record_latencies(batch.dues.iter().map(|&d| latency(d, now)));
+                        shared.meter.record_latencies(batch.dues.iter().map(|&d| latency(d, now)));
                     }
                     Some(p) => shared.meter.error(records, || {
                         format!(
@@ -521,9 +491,7 @@ async fn read_responses(
                         format!("partition {}: missing from the response", batch.partition)
                     }),
                 }
-                shared
-                    .buffered
-                    .fetch_sub(batch.data.len() as u64, Ordering::Relaxed);
+                shared.buffered.fetch_sub(batch.data.len() as u64, Ordering::Relaxed);
             }
         }
         Ok(())

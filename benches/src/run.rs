@@ -35,19 +35,13 @@ pub struct Outcome {
     pub ok: bool,
 }
 
-fn spawn_progress(
-    meters: Vec<Arc<Meter>>,
-    start: Instant,
-    quiet: bool,
-) -> tokio::task::JoinHandle<()> {
+fn spawn_progress(meters: Vec<Arc<Meter>>, start: Instant, quiet: bool) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if quiet {
             return;
         }
-        let mut tick = tokio::time::interval_at(
-            (start + Duration::from_secs(1)).into(),
-            Duration::from_secs(1),
-        );
+        let mut tick =
+            tokio::time::interval_at((start + Duration::from_secs(1)).into(), Duration::from_secs(1));
         loop {
             tick.tick().await;
             for m in &meters {
@@ -67,17 +61,9 @@ async fn discover(common: &CommonOpts) -> Result<(Versions, Negotiated)> {
 
 /// Refuses `--transactions` with a clear reason.
 fn check_transactions(versions: &Versions) -> Result<()> {
-    let needed = [
-        ApiKey::FindCoordinator,
-        ApiKey::InitProducerId,
-        ApiKey::AddPartitionsToTxn,
-        ApiKey::EndTxn,
-    ];
-    let missing: Vec<&str> = needed
-        .iter()
-        .filter(|a| !versions.has(**a))
-        .map(|a| a.name())
-        .collect();
+    let needed =
+        [ApiKey::FindCoordinator, ApiKey::InitProducerId, ApiKey::AddPartitionsToTxn, ApiKey::EndTxn];
+    let missing: Vec<&str> = needed.iter().filter(|a| !versions.has(**a)).map(|a| a.name()).collect();
     if !missing.is_empty() {
         bail!(
             "--transactions: not supported by this broker yet (it does not advertise {})",
@@ -139,9 +125,7 @@ async fn run_producers(
     let clock = WallClock::now();
     let mut producers = Vec::with_capacity(count);
     for i in 0..count {
-        producers.push(
-            Producer::connect(i, settings.clone(), layout.clone(), meter.clone(), clock).await?,
-        );
+        producers.push(Producer::connect(i, settings.clone(), layout.clone(), meter.clone(), clock).await?);
     }
     let start = Instant::now();
     let quota = quota(start);
@@ -178,10 +162,7 @@ fn settings_json(opts: &ProducerOpts, layout: &TopicLayout) -> Json {
         .with("offered_rate", opts.rate)
         .with("batch_size", opts.batch_size)
         .with("linger_ms", opts.linger_ms)
-        .with(
-            "compression",
-            format!("{:?}", opts.compression).to_lowercase(),
-        )
+        .with("compression", format!("{:?}", opts.compression).to_lowercase())
         .with("producers", opts.producers)
 }
 
@@ -190,11 +171,7 @@ fn outcome(summaries: &[&Summary], json: Json, lost: u64) -> Outcome {
     if lost > 0 {
         text.push(format!("{lost} acknowledged records were not consumed"));
     }
-    Outcome {
-        text: text.join("\n"),
-        json,
-        ok: lost == 0 && summaries.iter().all(|s| s.error_records == 0),
-    }
+    Outcome { text: text.join("\n"), json, ok: lost == 0 && summaries.iter().all(|s| s.error_records == 0) }
 }
 
 /// `strata-perf produce`.
@@ -217,14 +194,7 @@ pub async fn produce(cmd: ProduceCmd) -> Result<Outcome> {
     let meter = Arc::new(Meter::new("produce"));
     let settings = producer_settings(&common, &producer, &negotiated, false);
     let progress = spawn_progress(vec![meter.clone()], Instant::now(), common.quiet);
-    let result = run_producers(
-        &settings,
-        &layout,
-        producer.producers,
-        quota_for(limit),
-        &meter,
-    )
-    .await;
+    let result = run_producers(&settings, &layout, producer.producers, quota_for(limit), &meter).await;
     progress.abort();
     let (_, elapsed) = result?;
     let summary = meter.summary(elapsed);
@@ -238,38 +208,22 @@ pub async fn produce(cmd: ProduceCmd) -> Result<Outcome> {
 
 /// `strata-perf consume`.
 pub async fn consume(cmd: ConsumeCmd) -> Result<Outcome> {
-    let ConsumeCmd {
-        common,
-        consumer,
-        from,
-    } = cmd;
+    let ConsumeCmd { common, consumer, from } = cmd;
     consumer.validate()?;
     let limit = common.limit(Limit::EndOfLog)?;
     let (versions, negotiated) = discover(&common).await?;
-    let layout = cluster::ensure_topic(
-        &common.bootstrap,
-        &common.client_id,
-        &versions,
-        &common.topic,
-        None,
-    )
-    .await?;
+    let layout =
+        cluster::ensure_topic(&common.bootstrap, &common.client_id, &versions, &common.topic, None).await?;
     let start_at = match from {
         StartFrom::Earliest => EARLIEST,
         StartFrom::Latest => LATEST,
     };
-    let offsets = cluster::list_offsets(
-        &layout,
-        negotiated.list_offsets,
-        &common.client_id,
-        start_at,
-    )
-    .await?;
+    let offsets =
+        cluster::list_offsets(&layout, negotiated.list_offsets, &common.client_id, start_at).await?;
     let end_offsets = match limit {
-        Limit::EndOfLog => Some(
-            cluster::list_offsets(&layout, negotiated.list_offsets, &common.client_id, LATEST)
-                .await?,
-        ),
+        Limit::EndOfLog => {
+            Some(cluster::list_offsets(&layout, negotiated.list_offsets, &common.client_id, LATEST).await?)
+        }
         _ => None,
     };
     let meter = Arc::new(Meter::new("consume"));
@@ -288,15 +242,8 @@ pub async fn consume(cmd: ConsumeCmd) -> Result<Outcome> {
     });
     let settings = consumer_settings(&common, &consumer, &negotiated, false);
     let progress = spawn_progress(vec![meter.clone()], start, common.quiet);
-    let result = consume::run(
-        settings,
-        layout.clone(),
-        consumer.consumers,
-        offsets,
-        stop,
-        meter.clone(),
-    )
-    .await;
+    let result =
+        consume::run(settings, layout.clone(), consumer.consumers, offsets, stop, meter.clone()).await;
     progress.abort();
     result?;
     let summary = meter.summary(start.elapsed());
@@ -310,18 +257,11 @@ pub async fn consume(cmd: ConsumeCmd) -> Result<Outcome> {
 
 /// `strata-perf end-to-end`.
 pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
-    let EndToEndCmd {
-        common,
-        producer,
-        consumer,
-    } = cmd;
+    let EndToEndCmd { common, producer, consumer } = cmd;
     producer.validate()?;
     consumer.validate()?;
     if producer.record_size < crate::payload::STAMP_BYTES {
-        bail!(
-            "end-to-end needs --record-size of at least {} bytes",
-            crate::payload::STAMP_BYTES
-        );
+        bail!("end-to-end needs --record-size of at least {} bytes", crate::payload::STAMP_BYTES);
     }
     let limit = common.limit(Limit::Duration(DEFAULT_DURATION))?;
     let (versions, negotiated) = discover(&common).await?;
@@ -336,15 +276,10 @@ pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
         Some((producer.partitions, producer.replication_factor)),
     )
     .await?;
-    let offsets =
-        cluster::list_offsets(&layout, negotiated.list_offsets, &common.client_id, LATEST).await?;
+    let offsets = cluster::list_offsets(&layout, negotiated.list_offsets, &common.client_id, LATEST).await?;
     let produced = Arc::new(Meter::new("produce"));
     let consumed = Arc::new(Meter::new("end-to-end"));
-    let stop = Arc::new(StopWhen {
-        records: u64::MAX.into(),
-        until: None,
-        end_offsets: None,
-    });
+    let stop = Arc::new(StopWhen { records: u64::MAX.into(), until: None, end_offsets: None });
     let consumers = tokio::spawn(consume::run(
         consumer_settings(&common, &consumer, &negotiated, true),
         layout.clone(),
@@ -354,19 +289,8 @@ pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
         consumed.clone(),
     ));
     let settings = producer_settings(&common, &producer, &negotiated, true);
-    let progress = spawn_progress(
-        vec![produced.clone(), consumed.clone()],
-        Instant::now(),
-        common.quiet,
-    );
-    let result = run_producers(
-        &settings,
-        &layout,
-        producer.producers,
-        quota_for(limit),
-        &produced,
-    )
-    .await;
+    let progress = spawn_progress(vec![produced.clone(), consumed.clone()], Instant::now(), common.quiet);
+    let result = run_producers(&settings, &layout, producer.producers, quota_for(limit), &produced).await;
     let (start, produce_elapsed) = match result {
         Ok(r) => r,
         Err(e) => {

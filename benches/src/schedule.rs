@@ -26,11 +26,7 @@ impl Schedule {
     /// A schedule of `rate_per_sec` records per second from `start`; 0 is unthrottled.
     pub fn new(start: Instant, rate_per_sec: f64) -> Schedule {
         let interval_ns = (rate_per_sec > 0.0).then(|| 1e9 / rate_per_sec);
-        Schedule {
-            start,
-            interval_ns,
-            taken: 0,
-        }
+        Schedule { start, interval_ns, taken: 0 }
     }
 
     /// Whether records are sent as fast as possible.
@@ -45,8 +41,7 @@ impl Schedule {
 
     /// Due time of record `index`; `None` when unthrottled.
     pub fn due_time(&self, index: u64) -> Option<Instant> {
-        self.interval_ns
-            .map(|ns| self.start + Duration::from_nanos((index as f64 * ns) as u64))
+        self.interval_ns.map(|ns| self.start + Duration::from_nanos((index as f64 * ns) as u64))
     }
 
     /// Due time of the next record; `None` when unthrottled (always due).

@@ -194,11 +194,7 @@ impl Meter {
         let bytes = self.bytes.load(Ordering::Relaxed);
         let (dt, dr, db) = {
             let mut last = self.last_progress.lock().unwrap_or_else(|e| e.into_inner());
-            let out = (
-                now.duration_since(last.0).as_secs_f64().max(1e-9),
-                records - last.1,
-                bytes - last.2,
-            );
+            let out = (now.duration_since(last.0).as_secs_f64().max(1e-9), records - last.1, bytes - last.2);
             *last = (now, records, bytes);
             out
         };
@@ -238,11 +234,7 @@ impl Meter {
             bytes: self.bytes.load(Ordering::Relaxed),
             wire_bytes: self.wire_bytes.load(Ordering::Relaxed),
             error_records: self.error_records(),
-            first_error: self
-                .first_error
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            first_error: self.first_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             elapsed,
             latency: (!l.total.is_empty()).then(|| l.total.summary()),
         }
@@ -292,10 +284,7 @@ impl Summary {
             .with("elapsed_s", self.elapsed.as_secs_f64())
             .with("records_per_sec", self.records_per_sec())
             .with("mb_per_sec", self.mb_per_sec())
-            .with(
-                "latency_ms",
-                self.latency.map_or(Json::Null, |l| l.to_json()),
-            )
+            .with("latency_ms", self.latency.map_or(Json::Null, |l| l.to_json()))
     }
 
     /// Human-readable lines.
@@ -356,20 +345,14 @@ mod tests {
         m.error(2, || "REQUEST_TIMED_OUT".into());
         m.error(1, || "second".into());
         let line = m.progress_line(Instant::now());
-        assert!(
-            line.contains("produce") && line.contains("errors 3"),
-            "{line}"
-        );
+        assert!(line.contains("produce") && line.contains("errors 3"), "{line}");
         let s = m.summary(Duration::from_secs(2));
         assert_eq!(s.records, 10);
         assert_eq!(s.records_per_sec(), 5.0);
         assert!((s.mb_per_sec() - 0.00512).abs() < 1e-9);
         assert_eq!(s.first_error.as_deref(), Some("REQUEST_TIMED_OUT"));
         let json = s.to_json().to_string();
-        assert!(
-            json.contains("\"records\":10") && json.contains("\"errors\":3"),
-            "{json}"
-        );
+        assert!(json.contains("\"records\":10") && json.contains("\"errors\":3"), "{json}");
         assert!(json.contains("\"latency_ms\":{\"count\":10,"), "{json}");
     }
 }

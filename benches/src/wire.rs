@@ -53,12 +53,7 @@ pub fn encode_request_chunks(header: &RequestHeader, body: &RequestBody) -> Vec<
 
 /// Where a partially written list of chunks resumes: skips `written` bytes from chunk
 /// `index` at `offset`.
-pub fn advance(
-    chunks: &[Bytes],
-    mut index: usize,
-    mut offset: usize,
-    mut written: usize,
-) -> (usize, usize) {
+pub fn advance(chunks: &[Bytes], mut index: usize, mut offset: usize, mut written: usize) -> (usize, usize) {
     while written > 0 && index < chunks.len() {
         let left = chunks[index].len() - offset;
         if written < left {
@@ -99,15 +94,13 @@ impl FrameWriter {
         };
         let chunks = encode_request_chunks(&header, body);
         let frame_bytes = chunks.iter().map(Bytes::len).sum();
-        self.write_chunks(&chunks)
-            .await
-            .with_context(|| format!("sending {} v{version}", api.name()))?;
-        Ok(Sent {
-            correlation_id,
-            api,
-            version,
-            frame_bytes,
-        })
+        self.write_chunks(&chunks).await.with_context(|| format!("sending {} v{version}", api.name()))?;
+        Ok(Sent { correlation_id, api, version, frame_bytes })
+    }
+
+    /// Closes the sending direction (TCP FIN) once everything written is sent.
+    pub async fn shutdown(&mut self) -> Result<()> {
+        self.stream.shutdown().await.context("closing the connection")
     }
 
     async fn write_chunks(&mut self, chunks: &[Bytes]) -> std::io::Result<()> {
@@ -146,15 +139,25 @@ impl FrameReader {
             if buf.capacity() - buf.len() < READ_CHUNK / 4 {
                 buf.reserve(READ_CHUNK);
             }
-            let n = self
-                .stream
-                .read_buf(buf)
-                .await
-                .context("reading a response")?;
+            let n = self.stream.read_buf(buf).await.context("reading a response")?;
             if n == 0 {
                 bail!("the broker closed the connection");
             }
         }
+    }
+
+    /// Waits until the peer closes the connection (reading and dropping anything it
+    /// sends), for at most `timeout`; false on timeout.
+    pub async fn wait_closed(&mut self, timeout: Duration) -> bool {
+        let drain = async {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n) = self.stream.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, drain).await.is_ok()
     }
 
     /// Reads and decodes the response to `sent`, checking its correlation id.
@@ -162,14 +165,8 @@ impl FrameReader {
     pub async fn receive(&mut self, sent: &Sent) -> Result<(ResponseBody, usize)> {
         let frame = self.next_frame().await?;
         let frame_bytes = frame.len() + 4;
-        let (correlation_id, body) =
-            decode_response(frame, sent.api, sent.version).map_err(|e| {
-                anyhow!(
-                    "malformed {} v{} response: {e}",
-                    sent.api.name(),
-                    sent.version
-                )
-            })?;
+        let (correlation_id, body) = decode_response(frame, sent.api, sent.version)
+            .map_err(|e| anyhow!("malformed {} v{} response: {e}", sent.api.name(), sent.version))?;
         if correlation_id != sent.correlation_id {
             bail!(
                 "response correlation id {correlation_id} does not match request {} ({})",
@@ -207,10 +204,7 @@ impl Connection {
                 client_id: Some(client_id.to_string()),
                 next_correlation_id: 1,
             },
-            reader: FrameReader {
-                stream: read,
-                frames: FrameDecoder::new(MAX_RESPONSE_BYTES),
-            },
+            reader: FrameReader { stream: read, frames: FrameDecoder::new(MAX_RESPONSE_BYTES) },
             addr: addr.to_string(),
         })
     }
@@ -221,11 +215,7 @@ impl Connection {
     }
 
     /// Like [`Connection::call`], also returning the response frame size.
-    pub async fn call_sized(
-        &mut self,
-        version: i16,
-        body: RequestBody,
-    ) -> Result<(ResponseBody, usize)> {
+    pub async fn call_sized(&mut self, version: i16, body: RequestBody) -> Result<(ResponseBody, usize)> {
         let sent = self.writer.send(version, &body).await?;
         self.reader.receive(&sent).await
     }
@@ -243,11 +233,7 @@ mod tests {
 
     #[test]
     fn advance_skips_written_bytes_across_chunks() {
-        let chunks = vec![
-            Bytes::from_static(b"abc"),
-            Bytes::new(),
-            Bytes::from_static(b"defg"),
-        ];
+        let chunks = vec![Bytes::from_static(b"abc"), Bytes::new(), Bytes::from_static(b"defg")];
         assert_eq!(advance(&chunks, 0, 0, 0), (0, 0));
         assert_eq!(advance(&chunks, 0, 0, 2), (0, 2));
         assert_eq!(advance(&chunks, 0, 0, 3), (2, 0), "empty chunk skipped");
@@ -265,10 +251,8 @@ mod tests {
             client_id: Some("x".into()),
         };
         let body = RequestBody::Metadata(MetadataRequest::default());
-        let joined: Vec<u8> = encode_request_chunks(&header, &body)
-            .iter()
-            .flat_map(|c| c.iter().copied())
-            .collect();
+        let joined: Vec<u8> =
+            encode_request_chunks(&header, &body).iter().flat_map(|c| c.iter().copied()).collect();
         let reference = strata_protocol::header::encode_request(&header, &body);
         assert_eq!(joined, reference.to_vec());
     }

@@ -26,24 +26,16 @@ fn strata_bin() -> PathBuf {
     }
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("target")
-        });
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target"));
     let candidates = [target.join("release/strata"), target.join("debug/strata")];
-    candidates
-        .iter()
-        .find(|c| c.is_file())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "strata binary not found (STRATA_BIN unset, no {} or {}); build it with \
+    candidates.iter().find(|c| c.is_file()).cloned().unwrap_or_else(|| {
+        panic!(
+            "strata binary not found (STRATA_BIN unset, no {} or {}); build it with \
              `cargo build --release -p strata-broker --bin strata`",
-                candidates[0].display(),
-                candidates[1].display()
-            )
-        })
+            candidates[0].display(),
+            candidates[1].display()
+        )
+    })
 }
 
 /// A broker child process on a free loopback port with its own data directory;
@@ -56,25 +48,15 @@ struct Broker {
 
 impl Broker {
     fn start() -> Broker {
-        let dir = tempfile::Builder::new()
-            .prefix("strata-perf-smoke-")
-            .tempdir()
-            .expect("temp dir");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .expect("bind")
-            .local_addr()
-            .expect("addr")
-            .port();
+        let dir = tempfile::Builder::new().prefix("strata-perf-smoke-").tempdir().expect("temp dir");
+        let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
         let listener = format!("PLAINTEXT://127.0.0.1:{port}");
         let log = std::fs::File::create(dir.path().join("broker.log")).expect("log file");
         let child = Command::new(strata_bin())
             .args(["--override", "node.id=0"])
             .args(["--override", &format!("listeners={listener}")])
             .args(["--override", &format!("advertised.listeners={listener}")])
-            .args([
-                "--override",
-                &format!("log.dirs={}", dir.path().join("data").display()),
-            ])
+            .args(["--override", &format!("log.dirs={}", dir.path().join("data").display())])
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
@@ -84,16 +66,9 @@ impl Broker {
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Ok(Some(status)) = broker.child.try_wait() {
-                panic!(
-                    "strata exited with {status} before listening:\n{}",
-                    broker.log()
-                );
+                panic!("strata exited with {status} before listening:\n{}", broker.log());
             }
-            assert!(
-                Instant::now() < deadline,
-                "strata did not listen within 20 s:\n{}",
-                broker.log()
-            );
+            assert!(Instant::now() < deadline, "strata did not listen within 20 s:\n{}", broker.log());
             std::thread::sleep(Duration::from_millis(50));
         }
         broker
@@ -107,12 +82,7 @@ impl Broker {
     fn perf(&self, args: &[&str]) -> Value {
         let mut child = Command::new(env!("CARGO_BIN_EXE_strata-perf"))
             .args(args)
-            .args([
-                "--bootstrap",
-                &format!("127.0.0.1:{}", self.port),
-                "--json",
-                "--quiet",
-            ])
+            .args(["--bootstrap", &format!("127.0.0.1:{}", self.port), "--json", "--quiet"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -121,18 +91,11 @@ impl Broker {
         while child.try_wait().expect("waiting").is_none() {
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!(
-                    "strata-perf {args:?} did not finish within {RUN_TIMEOUT:?}:\n{}",
-                    self.log()
-                );
+                panic!("strata-perf {args:?} did not finish within {RUN_TIMEOUT:?}:\n{}", self.log());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let Output {
-            status,
-            stdout,
-            stderr,
-        } = child.wait_with_output().expect("output");
+        let Output { status, stdout, stderr } = child.wait_with_output().expect("output");
         let stdout = String::from_utf8_lossy(&stdout);
         let stderr = String::from_utf8_lossy(&stderr);
         assert!(
@@ -172,17 +135,11 @@ fn produce_consume_and_end_to_end_against_strata() {
     ]);
     assert_eq!(produced["records"], RECORDS, "{produced}");
     assert_eq!(produced["errors"], 0, "{produced}");
-    assert!(
-        produced["latency_ms"]["count"].as_u64() == Some(RECORDS),
-        "{produced}"
-    );
+    assert!(produced["latency_ms"]["count"].as_u64() == Some(RECORDS), "{produced}");
 
     let consumed = broker.perf(&["consume", "--topic", "smoke", "--consumers", "2"]);
     assert_eq!(consumed["records"], RECORDS, "{consumed}");
-    assert_eq!(
-        consumed["bytes"], produced["bytes"],
-        "same key and value bytes read back"
-    );
+    assert_eq!(consumed["bytes"], produced["bytes"], "same key and value bytes read back");
 
     let e2e = broker.perf(&[
         "end-to-end",
@@ -199,9 +156,5 @@ fn produce_consume_and_end_to_end_against_strata() {
     assert_eq!(e2e["consume"]["records"], 2000, "{e2e}");
     assert_eq!(e2e["missing"], 0, "{e2e}");
 
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "smoke test took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(30), "smoke test took {:?}", started.elapsed());
 }

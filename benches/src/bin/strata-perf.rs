@@ -38,10 +38,7 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let (outcome, json) = runtime.block_on(async move {
         match cli.mode {
             Mode::Produce(cmd) => {
@@ -65,9 +62,5 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     } else {
         println!("{}", outcome.text);
     }
-    Ok(if outcome.ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if outcome.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
