@@ -42,7 +42,7 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
 fn apply_retention(broker: &Broker) {
     let now = now_ms();
     for p in broker.replicas.all() {
-        match p.log.apply_retention(now) {
+        match p.log.apply_retention_up_to(now, p.high_watermark()) {
             Ok(0) => {}
             Ok(n) => {
                 tracing::info!(topic = %p.topic, partition = p.index, segments = n, "retention deleted segments")
