@@ -10,8 +10,8 @@ use strata_protocol::messages::describe_groups::{
 use strata_protocol::messages::list_groups::{ListGroupsRequest, ListGroupsResponse, ListedGroup};
 use strata_protocol::ErrorCode;
 
-use super::coordinator::{group_append_error, respond, Completion, DeleteGroupsOp, GroupCoordinator};
 use super::classic_group::GroupState;
+use super::coordinator::{group_append_error, respond, Completion, DeleteGroupsOp, GroupCoordinator};
 use super::partition::PartitionState;
 use super::records::Record;
 use super::{Action, RequestMeta, Response};
@@ -23,7 +23,12 @@ impl GroupCoordinator {
     /// Handles a DeleteGroups request: Empty groups are deleted with their offsets at
     /// once; the client is answered once the tombstones are written (one append per
     /// `__consumer_offsets` partition involved).
-    pub fn delete_groups(&mut self, meta: &RequestMeta, req: &DeleteGroupsRequest, _now_ms: i64) -> Vec<Action> {
+    pub fn delete_groups(
+        &mut self,
+        meta: &RequestMeta,
+        req: &DeleteGroupsRequest,
+        _now_ms: i64,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         let mut results = Vec::with_capacity(req.groups_names.len());
         let mut by_partition: BTreeMap<i32, (Vec<Record>, Vec<String>)> = BTreeMap::new();
@@ -39,29 +44,17 @@ impl GroupCoordinator {
                 }
                 Err(code) => code,
             };
-            results.push(DeletableGroupResult {
-                group_id: group_id.clone(),
-                error_code: code.code(),
-            });
+            results.push(DeletableGroupResult { group_id: group_id.clone(), error_code: code.code() });
         }
         self.cancel_group_timers(&deleted);
         if by_partition.is_empty() {
-            let response = DeleteGroupsResponse {
-                results,
-                ..DeleteGroupsResponse::default()
-            };
+            let response = DeleteGroupsResponse { results, ..DeleteGroupsResponse::default() };
             respond(&mut out, meta.token, Response::DeleteGroups(response));
             return out;
         }
         let op = self.new_op_id();
-        self.delete_ops.insert(
-            op,
-            DeleteGroupsOp {
-                token: meta.token,
-                results,
-                remaining: by_partition.len(),
-            },
-        );
+        self.delete_ops
+            .insert(op, DeleteGroupsOp { token: meta.token, results, remaining: by_partition.len() });
         for (partition, (records, groups)) in by_partition {
             self.append(&mut out, partition, records, Completion::DeleteGroups { op, groups });
         }
@@ -87,9 +80,7 @@ impl GroupCoordinator {
             .offsets
             .iter()
             .flat_map(|(topic, partitions)| {
-                partitions
-                    .keys()
-                    .map(|p| Record::offset_tombstone(group_id, topic, *p))
+                partitions.keys().map(|p| Record::offset_tombstone(group_id, topic, *p))
             })
             .collect();
         // Commits still in flight get a tombstone too, so they cannot resurface on load.
@@ -122,10 +113,8 @@ impl GroupCoordinator {
         pending.remaining = pending.remaining.saturating_sub(1);
         if pending.remaining == 0 {
             if let Some(done) = self.delete_ops.remove(&op) {
-                let response = DeleteGroupsResponse {
-                    results: done.results,
-                    ..DeleteGroupsResponse::default()
-                };
+                let response =
+                    DeleteGroupsResponse { results: done.results, ..DeleteGroupsResponse::default() };
                 respond(out, done.token, Response::DeleteGroups(response));
             }
         }
@@ -135,20 +124,10 @@ impl GroupCoordinator {
     /// (v4+, case-insensitive) and type (v5+). COORDINATOR_LOAD_IN_PROGRESS if some
     /// partition is still loading (its groups are missing from the list).
     pub fn list_groups(&self, req: &ListGroupsRequest) -> ListGroupsResponse {
-        let states: BTreeSet<String> = req
-            .states_filter
-            .iter()
-            .map(|s| s.trim().to_lowercase())
-            .collect();
+        let states: BTreeSet<String> = req.states_filter.iter().map(|s| s.trim().to_lowercase()).collect();
         let classic_listed = req.types_filter.is_empty()
-            || req
-                .types_filter
-                .iter()
-                .any(|t| t.trim().eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
-        let loading = self
-            .partitions
-            .values()
-            .any(|s| *s == PartitionState::Loading);
+            || req.types_filter.iter().any(|t| t.trim().eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
+        let loading = self.partitions.values().any(|s| *s == PartitionState::Loading);
         let mut groups: Vec<ListedGroup> = self
             .groups
             .values()
@@ -163,16 +142,8 @@ impl GroupCoordinator {
             })
             .collect();
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
-        let error = if loading {
-            ErrorCode::CoordinatorLoadInProgress
-        } else {
-            ErrorCode::None
-        };
-        ListGroupsResponse {
-            error_code: error.code(),
-            groups,
-            ..ListGroupsResponse::default()
-        }
+        let error = if loading { ErrorCode::CoordinatorLoadInProgress } else { ErrorCode::None };
+        ListGroupsResponse { error_code: error.code(), groups, ..ListGroupsResponse::default() }
     }
 
     /// Handles DescribeGroups. A group unknown here is reported Dead without error, as
@@ -199,9 +170,6 @@ impl GroupCoordinator {
                 }
             })
             .collect();
-        DescribeGroupsResponse {
-            groups,
-            ..DescribeGroupsResponse::default()
-        }
+        DescribeGroupsResponse { groups, ..DescribeGroupsResponse::default() }
     }
 }

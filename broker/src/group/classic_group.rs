@@ -163,9 +163,7 @@ impl Group {
             self.protocol_type = Some(member.protocol_type.clone());
         }
         if let Some(instance) = &member.group_instance_id {
-            let previous = self
-                .static_members
-                .insert(instance.clone(), member.member_id.clone());
+            let previous = self.static_members.insert(instance.clone(), member.member_id.clone());
             assert!(previous.is_none(), "static member {instance} added twice");
         }
         if self.leader_id.is_none() {
@@ -196,18 +194,10 @@ impl Group {
         let Some(leader) = self.leader_id.as_deref() else {
             return false;
         };
-        if self
-            .members
-            .get(leader)
-            .is_some_and(|m| m.awaiting_join.is_some())
-        {
+        if self.members.get(leader).is_some_and(|m| m.awaiting_join.is_some()) {
             return true;
         }
-        let joined = self
-            .members
-            .iter()
-            .find(|m| m.awaiting_join.is_some())
-            .map(|m| m.member_id.clone());
+        let joined = self.members.iter().find(|m| m.awaiting_join.is_some()).map(|m| m.member_id.clone());
         match joined {
             Some(id) => {
                 self.leader_id = Some(id);
@@ -240,8 +230,7 @@ impl Group {
         if self.is_leader(old_id) {
             self.leader_id = Some(new_id.to_owned());
         }
-        self.static_members
-            .insert(instance.to_owned(), new_id.to_owned());
+        self.static_members.insert(instance.to_owned(), new_id.to_owned());
         if self.pending_sync_members.remove(old_id) {
             self.pending_sync_members.insert(new_id.to_owned());
         }
@@ -250,18 +239,12 @@ impl Group {
 
     /// Kafka's `supportsProtocols`: an Empty group takes any non-empty protocol type and
     /// list; otherwise the type must match and one protocol must be supported by all.
-    pub fn supports_protocols(
-        &self,
-        protocol_type: &str,
-        protocols: &[JoinGroupRequestProtocol],
-    ) -> bool {
+    pub fn supports_protocols(&self, protocol_type: &str, protocols: &[JoinGroupRequestProtocol]) -> bool {
         if self.is(GroupState::Empty) {
             return !protocol_type.is_empty() && !protocols.is_empty();
         }
         self.protocol_type.as_deref() == Some(protocol_type)
-            && protocols
-                .iter()
-                .any(|p| self.members.iter().all(|m| m.supports(&p.name)))
+            && protocols.iter().any(|p| self.members.iter().all(|m| m.supports(&p.name)))
     }
 
     /// The protocols every member supports, in the leader's order of preference.
@@ -276,8 +259,7 @@ impl Group {
         };
         let mut out: Vec<&str> = Vec::new();
         for p in &leader.protocols {
-            if !out.contains(&p.name.as_str()) && self.members.iter().all(|m| m.supports(&p.name))
-            {
+            if !out.contains(&p.name.as_str()) && self.members.iter().all(|m| m.supports(&p.name)) {
                 out.push(&p.name);
             }
         }
@@ -303,10 +285,7 @@ impl Group {
     }
 
     pub fn num_awaiting_join(&self) -> usize {
-        self.members
-            .iter()
-            .filter(|m| m.awaiting_join.is_some())
-            .count()
+        self.members.iter().filter(|m| m.awaiting_join.is_some()).count()
     }
 
     pub fn has_all_members_joined(&self) -> bool {
@@ -315,26 +294,15 @@ impl Group {
 
     /// The group's rebalance timeout: the largest of its members'.
     pub fn rebalance_timeout_ms(&self) -> i32 {
-        self.members
-            .iter()
-            .map(|m| m.rebalance_timeout_ms)
-            .max()
-            .unwrap_or(0)
-            .max(0)
+        self.members.iter().map(|m| m.rebalance_timeout_ms).max().unwrap_or(0).max(0)
     }
 
     /// Kafka's `validateMember`: a static instance must map to exactly this member id.
-    pub fn validate_member(
-        &self,
-        member_id: &str,
-        group_instance_id: Option<&str>,
-    ) -> Result<(), ErrorCode> {
+    pub fn validate_member(&self, member_id: &str, group_instance_id: Option<&str>) -> Result<(), ErrorCode> {
         if let Some(instance) = group_instance_id {
             match self.static_members.get(instance) {
                 None => return Err(ErrorCode::UnknownMemberId),
-                Some(existing) if existing != member_id => {
-                    return Err(ErrorCode::FencedInstanceId)
-                }
+                Some(existing) if existing != member_id => return Err(ErrorCode::FencedInstanceId),
                 Some(_) => {}
             }
         }
@@ -382,8 +350,7 @@ impl Group {
             return Some(BTreeSet::new());
         }
         let protocol = self.protocol_name.as_deref()?;
-        let subscriptions: Option<Vec<&Bytes>> =
-            self.members.iter().map(|m| m.metadata(protocol)).collect();
+        let subscriptions: Option<Vec<&Bytes>> = self.members.iter().map(|m| m.metadata(protocol)).collect();
         union_of_topics(subscriptions?)
     }
 
@@ -439,16 +406,11 @@ impl Group {
                 rebalance_timeout: m.rebalance_timeout_ms,
                 session_timeout: m.session_timeout_ms,
                 subscription: m.metadata(protocol).cloned().unwrap_or_default(),
-                assignment: assignment
-                    .get(&m.member_id)
-                    .cloned()
-                    .unwrap_or_else(|| m.assignment.clone()),
+                assignment: assignment.get(&m.member_id).cloned().unwrap_or_else(|| m.assignment.clone()),
             })
             .collect();
         Record::GroupMetadata {
-            key: GroupMetadataKey {
-                group: self.group_id.clone(),
-            },
+            key: GroupMetadataKey { group: self.group_id.clone() },
             value: Some(GroupMetadataValue {
                 protocol_type: self.protocol_type.clone().unwrap_or_default(),
                 generation: self.generation_id,
@@ -492,9 +454,7 @@ impl Group {
     }
 
     pub fn has_committed_offset(&self, topic: &str, partition: i32) -> bool {
-        self.offsets
-            .get(topic)
-            .is_some_and(|p| p.contains_key(&partition))
+        self.offsets.get(topic).is_some_and(|p| p.contains_key(&partition))
     }
 
     pub fn remove_offset(&mut self, topic: &str, partition: i32) -> Option<OffsetAndMetadata> {
@@ -507,10 +467,7 @@ impl Group {
     }
 
     pub fn put_offset(&mut self, topic: &str, partition: i32, offset: OffsetAndMetadata) {
-        self.offsets
-            .entry(topic.to_owned())
-            .or_default()
-            .insert(partition, offset);
+        self.offsets.entry(topic.to_owned()).or_default().insert(partition, offset);
     }
 
     /// The timestamp an offset's retention counts from, or `None` if the group's offsets

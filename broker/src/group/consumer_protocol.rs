@@ -30,9 +30,7 @@ pub fn subscribed_topics(metadata: &Bytes) -> Option<Vec<String>> {
 
 /// The union of the topics of all `subscriptions`, or `None` if any of them does not
 /// parse (then the coordinator does not know the group's subscription, as in Kafka).
-pub fn union_of_topics<'a>(
-    subscriptions: impl IntoIterator<Item = &'a Bytes>,
-) -> Option<BTreeSet<String>> {
+pub fn union_of_topics<'a>(subscriptions: impl IntoIterator<Item = &'a Bytes>) -> Option<BTreeSet<String>> {
     let mut all = BTreeSet::new();
     for metadata in subscriptions {
         all.extend(subscribed_topics(metadata)?);
@@ -64,10 +62,7 @@ mod tests {
         let mut v3 = sub.to_vec();
         v3[1] = 3;
         v3.extend_from_slice(&[0, 0, 0, 0, 0xff, 0xff]);
-        assert_eq!(
-            subscribed_topics(&Bytes::from(v3)),
-            Some(vec!["a".into(), "b".into()])
-        );
+        assert_eq!(subscribed_topics(&Bytes::from(v3)), Some(vec!["a".into(), "b".into()]));
     }
 
     #[test]

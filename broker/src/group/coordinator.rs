@@ -103,8 +103,9 @@ pub(super) struct DeleteGroupsOp {
 pub(super) fn group_append_error(e: ErrorCode) -> ErrorCode {
     use ErrorCode::*;
     match e {
-        UnknownTopicOrPartition | NotEnoughReplicas | NotEnoughReplicasAfterAppend
-        | RequestTimedOut => CoordinatorNotAvailable,
+        UnknownTopicOrPartition | NotEnoughReplicas | NotEnoughReplicasAfterAppend | RequestTimedOut => {
+            CoordinatorNotAvailable
+        }
         NotLeaderOrFollower | KafkaStorageError => NotCoordinator,
         MessageTooLarge | RecordListTooLarge | InvalidFetchSize => UnknownServerError,
         other => other,
@@ -128,10 +129,7 @@ pub(super) fn respond(out: &mut Vec<Action>, token: RequestToken, response: Resp
 impl GroupCoordinator {
     /// A coordinator that owns no partition yet, with random member ids.
     pub fn new(config: GroupConfig) -> GroupCoordinator {
-        GroupCoordinator::with_uuid_source(
-            config,
-            Box::new(|| uuid::Uuid::new_v4().hyphenated().to_string()),
-        )
+        GroupCoordinator::with_uuid_source(config, Box::new(|| uuid::Uuid::new_v4().hyphenated().to_string()))
     }
 
     /// A coordinator whose member ids end in what `uuid_source` returns (for tests that
@@ -246,43 +244,23 @@ impl GroupCoordinator {
         }
         match completion {
             Completion::Background => {}
-            Completion::OffsetCommit {
-                token,
-                group_id,
-                incarnation,
-                commits,
-                response,
-            } => self.on_commit_written(
-                id,
-                result,
-                token,
-                &group_id,
-                incarnation,
-                commits,
-                response,
-                &mut out,
-            ),
-            Completion::SyncAssignment {
-                group_id,
-                incarnation,
-                generation,
-                assignment,
-            } => self.on_assignment_written(
-                &group_id,
-                incarnation,
-                generation,
-                assignment,
-                result,
-                now_ms,
-                &mut out,
-            ),
+            Completion::OffsetCommit { token, group_id, incarnation, commits, response } => {
+                self.on_commit_written(id, result, token, &group_id, incarnation, commits, response, &mut out)
+            }
+            Completion::SyncAssignment { group_id, incarnation, generation, assignment } => self
+                .on_assignment_written(
+                    &group_id,
+                    incarnation,
+                    generation,
+                    assignment,
+                    result,
+                    now_ms,
+                    &mut out,
+                ),
             Completion::StaticRejoin(rejoin) => {
                 self.on_static_rejoin_written(rejoin, result, now_ms, &mut out)
             }
-            Completion::OffsetDelete {
-                token,
-                mut response,
-            } => {
+            Completion::OffsetDelete { token, mut response } => {
                 if let Err(e) = result {
                     response.error_code = group_append_error(e).code();
                     response.topics.clear();
@@ -306,11 +284,7 @@ impl GroupCoordinator {
         let id = AppendId(self.next_append_id);
         self.next_append_id += 1;
         self.pending.insert(id, completion);
-        out.push(Action::Append {
-            id,
-            partition,
-            records,
-        });
+        out.push(Action::Append { id, partition, records });
         id
     }
 
@@ -331,20 +305,14 @@ impl GroupCoordinator {
 
     pub(super) fn schedule_heartbeat(&mut self, group_id: &str, member_id: &str, deadline_ms: i64) {
         self.timers.schedule(
-            TimerKey::Heartbeat {
-                group: group_id.to_owned(),
-                member: member_id.to_owned(),
-            },
+            TimerKey::Heartbeat { group: group_id.to_owned(), member: member_id.to_owned() },
             deadline_ms,
             TimerTask::ExpireHeartbeat,
         );
     }
 
     pub(super) fn cancel_heartbeat(&mut self, group_id: &str, member_id: &str) {
-        self.timers.cancel(&TimerKey::Heartbeat {
-            group: group_id.to_owned(),
-            member: member_id.to_owned(),
-        });
+        self.timers.cancel(&TimerKey::Heartbeat { group: group_id.to_owned(), member: member_id.to_owned() });
     }
 
     /// Cancels every timer of the given groups.

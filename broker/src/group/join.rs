@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use strata_protocol::messages::join_group::{JoinGroupRequest, JoinGroupResponse};
 use strata_protocol::ErrorCode;
 
-use super::coordinator::{respond, Completion, GroupCoordinator, StaticRejoin};
 use super::classic_group::{Group, GroupState};
+use super::coordinator::{respond, Completion, GroupCoordinator, StaticRejoin};
 use super::member::{JoinWaiter, Member};
 use super::timer::{TimerKey, TimerTask};
 use super::{Action, RequestMeta, Response};
@@ -34,11 +34,7 @@ fn join_success(group: &Group, member_id: &str, with_members: bool) -> JoinGroup
         protocol_name: group.protocol_name.clone(),
         leader: group.leader_id.clone().unwrap_or_default(),
         member_id: member_id.to_owned(),
-        members: if with_members {
-            group.members_for_leader()
-        } else {
-            Vec::new()
-        },
+        members: if with_members { group.members_for_leader() } else { Vec::new() },
         ..JoinGroupResponse::default()
     }
 }
@@ -46,12 +42,7 @@ fn join_success(group: &Group, member_id: &str, with_members: bool) -> JoinGroup
 impl GroupCoordinator {
     /// Handles a JoinGroup request. The response usually comes later, when the join
     /// phase of the rebalance completes.
-    pub fn join_group(
-        &mut self,
-        meta: &RequestMeta,
-        mut req: JoinGroupRequest,
-        now_ms: i64,
-    ) -> Vec<Action> {
+    pub fn join_group(&mut self, meta: &RequestMeta, mut req: JoinGroupRequest, now_ms: i64) -> Vec<Action> {
         let mut out = Vec::new();
         let token = meta.token;
         if let Some(code) = self.coordinator_error(&req.group_id) {
@@ -119,10 +110,7 @@ impl GroupCoordinator {
         match group.state {
             GroupState::Empty | GroupState::Dead => true,
             GroupState::PreparingRebalance => {
-                group
-                    .members
-                    .get(member_id)
-                    .is_some_and(|m| m.awaiting_join.is_some())
+                group.members.get(member_id).is_some_and(|m| m.awaiting_join.is_some())
                     || group.num_awaiting_join() < max
             }
             GroupState::CompletingRebalance | GroupState::Stable => {
@@ -197,10 +185,7 @@ impl GroupCoordinator {
             respond(out, meta.token, join_error(code, &member_id));
             return;
         }
-        let unchanged = group
-            .members
-            .get(&member_id)
-            .is_some_and(|m| m.matches(&req.protocols));
+        let unchanged = group.members.get(&member_id).is_some_and(|m| m.matches(&req.protocols));
         match group.state {
             GroupState::PreparingRebalance => {
                 self.update_member(group, meta, &req, now_ms, out);
@@ -238,10 +223,7 @@ impl GroupCoordinator {
         let Some(member) = group.members.get_mut(&req.member_id) else {
             return;
         };
-        let waiter = JoinWaiter {
-            token: meta.token,
-            api_version: meta.api_version,
-        };
+        let waiter = JoinWaiter { token: meta.token, api_version: meta.api_version };
         if let Some(old) = member.awaiting_join.replace(waiter) {
             respond(out, old.token, join_error(ErrorCode::RebalanceInProgress, &req.member_id));
         }
@@ -274,10 +256,7 @@ impl GroupCoordinator {
             protocol_type: req.protocol_type,
             protocols: req.protocols,
             assignment: Default::default(),
-            awaiting_join: Some(JoinWaiter {
-                token: meta.token,
-                api_version: meta.api_version,
-            }),
+            awaiting_join: Some(JoinWaiter { token: meta.token, api_version: meta.api_version }),
             awaiting_sync: None,
             is_new: true,
         });
@@ -321,10 +300,7 @@ impl GroupCoordinator {
             std::mem::replace(&mut member.rebalance_timeout_ms, req.rebalance_timeout_ms);
         let old_session_timeout_ms =
             std::mem::replace(&mut member.session_timeout_ms, req.session_timeout_ms);
-        member.awaiting_join = Some(JoinWaiter {
-            token: meta.token,
-            api_version: meta.api_version,
-        });
+        member.awaiting_join = Some(JoinWaiter { token: meta.token, api_version: meta.api_version });
         self.schedule_heartbeat(&group.group_id, new_id, deadline);
         match group.state {
             GroupState::Stable if group.select_protocol() == group.protocol_name => {
@@ -380,10 +356,7 @@ impl GroupCoordinator {
                     let new_id = &rejoin.new_member_id;
                     let response = if waiter.api_version >= FIRST_VERSION_WITH_SKIP_ASSIGNMENT {
                         let leader = group.is_leader(new_id);
-                        JoinGroupResponse {
-                            skip_assignment: leader,
-                            ..join_success(group, new_id, leader)
-                        }
+                        JoinGroupResponse { skip_assignment: leader, ..join_success(group, new_id, leader) }
                     } else {
                         // Older clients are told the previous leader id, so a restarted
                         // leader does not compute a new assignment.
@@ -437,23 +410,16 @@ impl GroupCoordinator {
             self.reset_and_propagate_assignment(group, ErrorCode::RebalanceInProgress, now_ms, out);
         }
         group.pending_sync_members.clear();
-        self.timers.cancel(&TimerKey::Sync {
-            group: group.group_id.clone(),
-        });
+        self.timers.cancel(&TimerKey::Sync { group: group.group_id.clone() });
         let initial = group.is(GroupState::Empty);
         if initial {
             let delay_ms = self.config.group_initial_rebalance_delay_ms.max(0);
             let remaining_ms = group.rebalance_timeout_ms().saturating_sub(delay_ms).max(0);
             group.new_member_added = false;
             self.timers.schedule(
-                TimerKey::Join {
-                    group: group.group_id.clone(),
-                },
+                TimerKey::Join { group: group.group_id.clone() },
                 now_ms.saturating_add(i64::from(delay_ms)),
-                TimerTask::InitialJoin {
-                    delay_ms,
-                    remaining_ms,
-                },
+                TimerTask::InitialJoin { delay_ms, remaining_ms },
             );
         }
         group.transition_to(GroupState::PreparingRebalance, now_ms);
@@ -474,9 +440,7 @@ impl GroupCoordinator {
 
     fn schedule_join_timeout(&mut self, group: &Group, now_ms: i64) {
         self.timers.schedule(
-            TimerKey::Join {
-                group: group.group_id.clone(),
-            },
+            TimerKey::Join { group: group.group_id.clone() },
             now_ms.saturating_add(i64::from(group.rebalance_timeout_ms())),
             TimerTask::CompleteJoin,
         );
@@ -510,24 +474,18 @@ impl GroupCoordinator {
                 return;
             }
             match task {
-                TimerTask::InitialJoin {
-                    delay_ms,
-                    remaining_ms,
-                } if group.new_member_added && remaining_ms != 0 => {
+                TimerTask::InitialJoin { delay_ms, remaining_ms }
+                    if group.new_member_added && remaining_ms != 0 =>
+                {
                     // Kafka's InitialDelayedJoin: each new member buys another delay,
                     // up to the rebalance timeout in total.
                     group.new_member_added = false;
                     let next_delay_ms = c.config.group_initial_rebalance_delay_ms.min(remaining_ms);
                     let next_remaining_ms = remaining_ms.saturating_sub(delay_ms).max(0);
                     c.timers.schedule(
-                        TimerKey::Join {
-                            group: group_id.to_owned(),
-                        },
+                        TimerKey::Join { group: group_id.to_owned() },
                         now_ms.saturating_add(i64::from(next_delay_ms)),
-                        TimerTask::InitialJoin {
-                            delay_ms: next_delay_ms,
-                            remaining_ms: next_remaining_ms,
-                        },
+                        TimerTask::InitialJoin { delay_ms: next_delay_ms, remaining_ms: next_remaining_ms },
                     );
                 }
                 _ => c.complete_join(group, now_ms, out),
@@ -538,9 +496,7 @@ impl GroupCoordinator {
     /// Ends the join phase: dynamic members that did not rejoin are removed, and the
     /// next generation starts (CompletingRebalance, or Empty if nobody is left).
     pub(super) fn complete_join(&mut self, group: &mut Group, now_ms: i64, out: &mut Vec<Action>) {
-        self.timers.cancel(&TimerKey::Join {
-            group: group.group_id.clone(),
-        });
+        self.timers.cancel(&TimerKey::Join { group: group.group_id.clone() });
         let missing: Vec<String> = group
             .members
             .iter()
@@ -591,13 +547,9 @@ impl GroupCoordinator {
             group.pending_sync_members.insert(member_id);
         }
         self.timers.schedule(
-            TimerKey::Sync {
-                group: group.group_id.clone(),
-            },
+            TimerKey::Sync { group: group.group_id.clone() },
             now_ms.saturating_add(i64::from(group.rebalance_timeout_ms())),
-            TimerTask::ExpireSync {
-                generation: group.generation_id,
-            },
+            TimerTask::ExpireSync { generation: group.generation_id },
         );
     }
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use strata_protocol::messages::join_group::JoinGroupRequestProtocol;
 use strata_protocol::ErrorCode;
 
-use super::coordinator::{respond, GroupCoordinator};
 use super::classic_group::{Group, GroupState, OffsetAndMetadata};
+use super::coordinator::{respond, GroupCoordinator};
 use super::join::join_error;
 use super::member::Member;
 use super::membership::sync_error;
@@ -65,11 +65,7 @@ impl GroupCoordinator {
                 }
             }
             Record::GroupMetadata { key, value: Some(value) } => {
-                let offsets = self
-                    .groups
-                    .remove(&key.group)
-                    .map(|g| g.offsets)
-                    .unwrap_or_default();
+                let offsets = self.groups.remove(&key.group).map(|g| g.offsets).unwrap_or_default();
                 let incarnation = self.new_incarnation();
                 let mut group = group_from_record(&key.group, partition, incarnation, value);
                 group.offsets = offsets;
@@ -86,12 +82,8 @@ impl GroupCoordinator {
     pub fn complete_load(&mut self, partition: i32, now_ms: i64) -> Vec<Action> {
         let mut out = Vec::new();
         self.partitions.insert(partition, PartitionState::Active);
-        let ids: Vec<String> = self
-            .groups
-            .values()
-            .filter(|g| g.partition == partition)
-            .map(|g| g.group_id.clone())
-            .collect();
+        let ids: Vec<String> =
+            self.groups.values().filter(|g| g.partition == partition).map(|g| g.group_id.clone()).collect();
         for group_id in ids {
             self.with_group(&group_id, |c, group| {
                 for member in group.members.iter() {
@@ -125,12 +117,8 @@ impl GroupCoordinator {
     pub fn unload(&mut self, partition: i32, _now_ms: i64) -> Vec<Action> {
         let mut out = Vec::new();
         self.partitions.remove(&partition);
-        let ids: BTreeSet<String> = self
-            .groups
-            .values()
-            .filter(|g| g.partition == partition)
-            .map(|g| g.group_id.clone())
-            .collect();
+        let ids: BTreeSet<String> =
+            self.groups.values().filter(|g| g.partition == partition).map(|g| g.group_id.clone()).collect();
         for group_id in &ids {
             let Some(mut group) = self.groups.remove(group_id) else {
                 continue;
@@ -174,23 +162,22 @@ fn group_from_record(group_id: &str, partition: i32, incarnation: u64, value: Gr
             tracing::warn!(group_id, member_id = %m.member_id, "duplicate member in group metadata record");
             continue;
         }
-        let instance_taken = m
-            .group_instance_id
-            .as_ref()
-            .is_some_and(|i| group.static_members.contains_key(i));
+        let instance_taken =
+            m.group_instance_id.as_ref().is_some_and(|i| group.static_members.contains_key(i));
         let group_instance_id = if instance_taken { None } else { m.group_instance_id };
         group.add(Member {
             member_id: m.member_id,
             group_instance_id,
             client_id: m.client_id,
             client_host: m.client_host,
-            rebalance_timeout_ms: if m.rebalance_timeout == -1 { m.session_timeout } else { m.rebalance_timeout },
+            rebalance_timeout_ms: if m.rebalance_timeout == -1 {
+                m.session_timeout
+            } else {
+                m.rebalance_timeout
+            },
             session_timeout_ms: m.session_timeout,
             protocol_type: value.protocol_type.clone(),
-            protocols: vec![JoinGroupRequestProtocol {
-                name: protocol.clone(),
-                metadata: m.subscription,
-            }],
+            protocols: vec![JoinGroupRequestProtocol { name: protocol.clone(), metadata: m.subscription }],
             assignment: m.assignment,
             awaiting_join: None,
             awaiting_sync: None,

@@ -39,10 +39,7 @@ pub(super) struct Member {
 impl Member {
     /// The member's metadata for `protocol`, if it supports it.
     pub fn metadata(&self, protocol: &str) -> Option<&Bytes> {
-        self.protocols
-            .iter()
-            .find(|p| p.name == protocol)
-            .map(|p| &p.metadata)
+        self.protocols.iter().find(|p| p.name == protocol).map(|p| &p.metadata)
     }
 
     /// Whether the member lists `protocol`.
@@ -57,10 +54,7 @@ impl Member {
 
     /// The member's most preferred protocol among `candidates`.
     pub fn vote<'a>(&'a self, candidates: &[&str]) -> Option<&'a str> {
-        self.protocols
-            .iter()
-            .map(|p| p.name.as_str())
-            .find(|name| candidates.contains(name))
+        self.protocols.iter().map(|p| p.name.as_str()).find(|name| candidates.contains(name))
     }
 
     /// Members parked in a rebalance are alive by definition; a new member is not, as it
@@ -107,10 +101,7 @@ impl Members {
 
     /// Adds a member at the end of the join order. The caller guarantees the id is new.
     pub fn push(&mut self, member: Member) {
-        assert!(
-            !self.contains(&member.member_id),
-            "member ids are unique within a group"
-        );
+        assert!(!self.contains(&member.member_id), "member ids are unique within a group");
         let seq = self.next_seq;
         self.next_seq += 1;
         self.seq_of.insert(member.member_id.clone(), seq);

@@ -4,12 +4,14 @@
 use bytes::Bytes;
 use std::collections::HashMap;
 use strata_protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
-use strata_protocol::messages::leave_group::{LeaveGroupRequest, LeaveGroupResponse, MemberIdentity, MemberResponse};
+use strata_protocol::messages::leave_group::{
+    LeaveGroupRequest, LeaveGroupResponse, MemberIdentity, MemberResponse,
+};
 use strata_protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
 use strata_protocol::ErrorCode;
 
-use super::coordinator::{group_append_error, respond, Completion, GroupCoordinator};
 use super::classic_group::{Group, GroupState};
+use super::coordinator::{group_append_error, respond, Completion, GroupCoordinator};
 use super::join::join_error;
 use super::timer::TimerKey;
 use super::{Action, RequestMeta, Response};
@@ -18,17 +20,11 @@ use super::{Action, RequestMeta, Response};
 const FIRST_BATCHED_LEAVE_VERSION: i16 = 3;
 
 pub(super) fn sync_error(code: ErrorCode) -> Response {
-    Response::SyncGroup(SyncGroupResponse {
-        error_code: code.code(),
-        ..SyncGroupResponse::default()
-    })
+    Response::SyncGroup(SyncGroupResponse { error_code: code.code(), ..SyncGroupResponse::default() })
 }
 
 fn heartbeat_response(code: ErrorCode) -> Response {
-    Response::Heartbeat(HeartbeatResponse {
-        error_code: code.code(),
-        ..HeartbeatResponse::default()
-    })
+    Response::Heartbeat(HeartbeatResponse { error_code: code.code(), ..HeartbeatResponse::default() })
 }
 
 /// A protocol type or name in SyncGroup v5+ must match the group's when both are known.
@@ -74,13 +70,7 @@ impl GroupCoordinator {
         Ok(())
     }
 
-    fn sync(
-        &mut self,
-        group: &mut Group,
-        meta: &RequestMeta,
-        req: SyncGroupRequest,
-        out: &mut Vec<Action>,
-    ) {
+    fn sync(&mut self, group: &mut Group, meta: &RequestMeta, req: SyncGroupRequest, out: &mut Vec<Action>) {
         let token = meta.token;
         if group.is(GroupState::Empty) {
             respond(out, token, sync_error(ErrorCode::UnknownMemberId));
@@ -102,11 +92,8 @@ impl GroupCoordinator {
                 }
                 self.remove_pending_sync_member(group, &req.member_id);
                 if group.is_leader(&req.member_id) {
-                    let mut assignment: HashMap<String, Bytes> = req
-                        .assignments
-                        .into_iter()
-                        .map(|a| (a.member_id, a.assignment))
-                        .collect();
+                    let mut assignment: HashMap<String, Bytes> =
+                        req.assignments.into_iter().map(|a| (a.member_id, a.assignment)).collect();
                     for member_id in group.members.ids() {
                         assignment.entry(member_id).or_default();
                     }
@@ -122,11 +109,8 @@ impl GroupCoordinator {
             }
             GroupState::Stable => {
                 self.remove_pending_sync_member(group, &req.member_id);
-                let assignment = group
-                    .members
-                    .get(&req.member_id)
-                    .map(|m| m.assignment.clone())
-                    .unwrap_or_default();
+                let assignment =
+                    group.members.get(&req.member_id).map(|m| m.assignment.clone()).unwrap_or_default();
                 let response = SyncGroupResponse {
                     protocol_type: group.protocol_type.clone(),
                     protocol_name: group.protocol_name.clone(),
@@ -144,9 +128,7 @@ impl GroupCoordinator {
     fn remove_pending_sync_member(&mut self, group: &mut Group, member_id: &str) {
         group.pending_sync_members.remove(member_id);
         if group.pending_sync_members.is_empty() {
-            self.timers.cancel(&TimerKey::Sync {
-                group: group.group_id.clone(),
-            });
+            self.timers.cancel(&TimerKey::Sync { group: group.group_id.clone() });
         }
     }
 
@@ -202,13 +184,16 @@ impl GroupCoordinator {
     }
 
     /// Answers every parked SyncGroup; their sessions restart now.
-    fn propagate_assignment(&mut self, group: &mut Group, error: ErrorCode, now_ms: i64, out: &mut Vec<Action>) {
+    fn propagate_assignment(
+        &mut self,
+        group: &mut Group,
+        error: ErrorCode,
+        now_ms: i64,
+        out: &mut Vec<Action>,
+    ) {
         let ok = error == ErrorCode::None;
-        let (protocol_type, protocol_name) = if ok {
-            (group.protocol_type.clone(), group.protocol_name.clone())
-        } else {
-            (None, None)
-        };
+        let (protocol_type, protocol_name) =
+            if ok { (group.protocol_type.clone(), group.protocol_name.clone()) } else { (None, None) };
         let mut answered = Vec::new();
         for member in group.members.iter_mut() {
             if let Some(token) = member.awaiting_sync.take() {
@@ -257,10 +242,7 @@ impl GroupCoordinator {
         if req.generation_id != group.generation_id {
             return ErrorCode::IllegalGeneration;
         }
-        let session_ms = group
-            .members
-            .get(&req.member_id)
-            .map_or(0, |m| m.session_timeout_ms);
+        let session_ms = group.members.get(&req.member_id).map_or(0, |m| m.session_timeout_ms);
         let code = match group.state {
             GroupState::Empty | GroupState::Dead => return ErrorCode::UnknownMemberId,
             GroupState::PreparingRebalance => ErrorCode::RebalanceInProgress,
@@ -278,11 +260,7 @@ impl GroupCoordinator {
         let identities: Vec<MemberIdentity> = if meta.api_version >= FIRST_BATCHED_LEAVE_VERSION {
             req.members.clone()
         } else {
-            vec![MemberIdentity {
-                member_id: req.member_id.clone(),
-                group_instance_id: None,
-                reason: None,
-            }]
+            vec![MemberIdentity { member_id: req.member_id.clone(), group_instance_id: None, reason: None }]
         };
         let result = match self.coordinator_error(&req.group_id) {
             Some(code) => Err(code),
@@ -295,19 +273,12 @@ impl GroupCoordinator {
             Err(code) => (code, Vec::new()),
         };
         let response = if meta.api_version >= FIRST_BATCHED_LEAVE_VERSION {
-            LeaveGroupResponse {
-                error_code: top.code(),
-                members,
-                ..LeaveGroupResponse::default()
-            }
+            LeaveGroupResponse { error_code: top.code(), members, ..LeaveGroupResponse::default() }
         } else {
             // v0-2 carry one error: the top-level one, else the member's.
             let member_error = members.iter().map(|m| m.error_code).find(|c| *c != 0);
             let code = if top != ErrorCode::None { top.code() } else { member_error.unwrap_or(0) };
-            LeaveGroupResponse {
-                error_code: code,
-                ..LeaveGroupResponse::default()
-            }
+            LeaveGroupResponse { error_code: code, ..LeaveGroupResponse::default() }
         };
         respond(&mut out, meta.token, Response::LeaveGroup(response));
         out
@@ -379,7 +350,13 @@ impl GroupCoordinator {
 
     /// A session timer fired: the member (or pending member) is gone unless it is parked
     /// in a rebalance, which counts as being alive.
-    pub(super) fn expire_heartbeat(&mut self, group_id: &str, member_id: &str, now_ms: i64, out: &mut Vec<Action>) {
+    pub(super) fn expire_heartbeat(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        now_ms: i64,
+        out: &mut Vec<Action>,
+    ) {
         self.with_group(group_id, |c, group| {
             if group.pending_join_members.contains(member_id) {
                 c.remove_member(group, member_id, out);
@@ -410,7 +387,13 @@ impl GroupCoordinator {
 
     /// The sync phase of `generation` timed out: members that never sent SyncGroup are
     /// removed and the group rebalances.
-    pub(super) fn expire_pending_sync(&mut self, group_id: &str, generation: i32, now_ms: i64, out: &mut Vec<Action>) {
+    pub(super) fn expire_pending_sync(
+        &mut self,
+        group_id: &str,
+        generation: i32,
+        now_ms: i64,
+        out: &mut Vec<Action>,
+    ) {
         self.with_group(group_id, |c, group| {
             let syncing = matches!(group.state, GroupState::CompletingRebalance | GroupState::Stable);
             if group.generation_id != generation || !syncing || group.pending_sync_members.is_empty() {

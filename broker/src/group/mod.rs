@@ -37,9 +37,9 @@
 //! the KIP-848 consumer protocol, and authorization.
 
 mod admin;
+mod classic_group;
 mod consumer_protocol;
 mod coordinator;
-mod classic_group;
 mod join;
 mod load;
 mod member;
@@ -52,19 +52,16 @@ mod timer;
 #[cfg(test)]
 mod tests;
 
+pub use classic_group::{GroupState, OffsetAndMetadata};
 pub use consumer_protocol::{subscribed_topics, CONSUMER_PROTOCOL_TYPE};
 pub use coordinator::GroupCoordinator;
-pub use classic_group::{GroupState, OffsetAndMetadata};
-pub use partition::{
-    java_string_hash_code, kafka_abs, partition_for_group, PartitionState,
-};
+pub use partition::{java_string_hash_code, kafka_abs, partition_for_group, PartitionState};
 pub use records::{Record, RecordError};
 
 use strata_protocol::messages::{
-    delete_groups::DeleteGroupsResponse, heartbeat::HeartbeatResponse,
-    join_group::JoinGroupResponse, leave_group::LeaveGroupResponse,
-    offset_commit::OffsetCommitResponse, offset_delete::OffsetDeleteResponse,
-    sync_group::SyncGroupResponse,
+    delete_groups::DeleteGroupsResponse, heartbeat::HeartbeatResponse, join_group::JoinGroupResponse,
+    leave_group::LeaveGroupResponse, offset_commit::OffsetCommitResponse,
+    offset_delete::OffsetDeleteResponse, sync_group::SyncGroupResponse,
 };
 
 /// The shell's handle for one request, echoed in the [`Action::Respond`] that answers it.

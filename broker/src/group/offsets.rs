@@ -5,22 +5,19 @@
 
 use std::collections::BTreeSet;
 use strata_protocol::messages::offset_commit::{
-    OffsetCommitRequest, OffsetCommitResponse, OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use strata_protocol::messages::offset_delete::{
-    OffsetDeleteRequest, OffsetDeleteResponse, OffsetDeleteResponsePartition,
-    OffsetDeleteResponseTopic,
+    OffsetDeleteRequest, OffsetDeleteResponse, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use strata_protocol::messages::offset_fetch::{
-    OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
-    OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
-    OffsetFetchResponseTopics,
+    OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use strata_protocol::ErrorCode;
 
-use super::coordinator::{commit_append_error, respond, Completion, GroupCoordinator};
 use super::classic_group::{Group, GroupState, OffsetAndMetadata};
+use super::coordinator::{commit_append_error, respond, Completion, GroupCoordinator};
 use super::partition::java_string_length;
 use super::records::{OffsetCommitKey, OffsetCommitValue, Record};
 use super::{Action, AppendId, RequestMeta, RequestToken, Response};
@@ -56,11 +53,7 @@ fn commit_error_response(req: &OffsetCommitRequest, code: ErrorCode) -> OffsetCo
 /// The record of a commit.
 fn commit_record(group: &str, topic: &str, partition: i32, o: &OffsetAndMetadata) -> Record {
     Record::OffsetCommit {
-        key: OffsetCommitKey {
-            group: group.to_owned(),
-            topic: topic.to_owned(),
-            partition,
-        },
+        key: OffsetCommitKey { group: group.to_owned(), topic: topic.to_owned(), partition },
         value: Some(OffsetCommitValue {
             offset: o.committed_offset,
             leader_epoch: o.leader_epoch.unwrap_or(-1),
@@ -84,7 +77,12 @@ fn is_expired(group: &Group, offset: &OffsetAndMetadata, now_ms: i64, retention_
 
 impl GroupCoordinator {
     /// Handles an OffsetCommit request; answered once the commits are written.
-    pub fn commit_offsets(&mut self, meta: &RequestMeta, req: OffsetCommitRequest, now_ms: i64) -> Vec<Action> {
+    pub fn commit_offsets(
+        &mut self,
+        meta: &RequestMeta,
+        req: OffsetCommitRequest,
+        now_ms: i64,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         let token = meta.token;
         // The empty group id is allowed, as in Kafka, for old clients.
@@ -134,8 +132,8 @@ impl GroupCoordinator {
                 self.schedule_heartbeat(&group.group_id, &req.member_id, deadline);
             }
         }
-        let expire_timestamp_ms = (req.retention_time_ms != -1)
-            .then(|| now_ms.saturating_add(req.retention_time_ms));
+        let expire_timestamp_ms =
+            (req.retention_time_ms != -1).then(|| now_ms.saturating_add(req.retention_time_ms));
         let mut response = commit_error_response(&req, ErrorCode::None);
         let mut commits = Vec::new();
         for (topic, topic_response) in req.topics.iter().zip(response.topics.iter_mut()) {
@@ -223,21 +221,17 @@ impl GroupCoordinator {
     /// Handles an OffsetFetch request of any version (v8+: each group in turn).
     pub fn fetch_offsets(&self, api_version: i16, req: &OffsetFetchRequest) -> OffsetFetchResponse {
         if api_version >= FIRST_BATCHED_FETCH_VERSION {
-            let groups = req
-                .groups
-                .iter()
-                .map(|g| {
-                    let topics: Option<Vec<(String, Vec<i32>)>> = g
-                        .topics
-                        .as_ref()
-                        .map(|ts| ts.iter().map(|t| (t.name.clone(), t.partition_indexes.clone())).collect());
-                    self.fetch_group_offsets(&g.group_id, topics.as_deref())
-                })
-                .collect();
-            return OffsetFetchResponse {
-                groups,
-                ..OffsetFetchResponse::default()
-            };
+            let groups =
+                req.groups
+                    .iter()
+                    .map(|g| {
+                        let topics: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
+                            ts.iter().map(|t| (t.name.clone(), t.partition_indexes.clone())).collect()
+                        });
+                        self.fetch_group_offsets(&g.group_id, topics.as_deref())
+                    })
+                    .collect();
+            return OffsetFetchResponse { groups, ..OffsetFetchResponse::default() };
         }
         let requested: Option<Vec<(String, Vec<i32>)>> = req
             .topics
@@ -280,11 +274,7 @@ impl GroupCoordinator {
                 })
                 .collect();
         }
-        OffsetFetchResponse {
-            topics,
-            error_code: group.error_code,
-            ..OffsetFetchResponse::default()
-        }
+        OffsetFetchResponse { topics, error_code: group.error_code, ..OffsetFetchResponse::default() }
     }
 
     /// The committed offsets of one group: of `topics`, or of every partition when
@@ -294,10 +284,8 @@ impl GroupCoordinator {
         group_id: &str,
         topics: Option<&[(String, Vec<i32>)]>,
     ) -> OffsetFetchResponseGroup {
-        let mut response = OffsetFetchResponseGroup {
-            group_id: group_id.to_owned(),
-            ..OffsetFetchResponseGroup::default()
-        };
+        let mut response =
+            OffsetFetchResponseGroup { group_id: group_id.to_owned(), ..OffsetFetchResponseGroup::default() };
         if let Some(code) = self.coordinator_error(group_id) {
             response.error_code = code.code();
             return response;
@@ -350,7 +338,12 @@ impl GroupCoordinator {
 
     /// Handles an OffsetDelete request: the offsets are removed at once and the client
     /// answered once the tombstones are written.
-    pub fn delete_offsets(&mut self, meta: &RequestMeta, req: &OffsetDeleteRequest, _now_ms: i64) -> Vec<Action> {
+    pub fn delete_offsets(
+        &mut self,
+        meta: &RequestMeta,
+        req: &OffsetDeleteRequest,
+        _now_ms: i64,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         let top_error = |code: ErrorCode| OffsetDeleteResponse {
             error_code: code.code(),
@@ -389,7 +382,11 @@ impl GroupCoordinator {
                         let key = (topic.name.clone(), p.partition_index);
                         let pending = group.pending_commits.remove(&key).is_some();
                         if group.remove_offset(&topic.name, p.partition_index).is_some() || pending {
-                            records.push(Record::offset_tombstone(&group.group_id, &topic.name, p.partition_index));
+                            records.push(Record::offset_tombstone(
+                                &group.group_id,
+                                &topic.name,
+                                p.partition_index,
+                            ));
                         }
                     }
                     partitions.push(OffsetDeleteResponsePartition {
@@ -397,10 +394,7 @@ impl GroupCoordinator {
                         error_code: code.code(),
                     });
                 }
-                response.topics.push(OffsetDeleteResponseTopic {
-                    name: topic.name.clone(),
-                    partitions,
-                });
+                response.topics.push(OffsetDeleteResponseTopic { name: topic.name.clone(), partitions });
             }
             if records.is_empty() {
                 respond(&mut out, token, Response::OffsetDelete(response));

@@ -6,8 +6,7 @@
 /// of the string, with 32-bit wrapping arithmetic. Characters outside the Basic
 /// Multilingual Plane count as two code units (a surrogate pair), as in Java.
 pub fn java_string_hash_code(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)))
+    s.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)))
 }
 
 /// Kafka's `Utils.abs`: the absolute value, except that `i32::MIN` (which has no positive
@@ -62,12 +61,7 @@ mod tests {
             ("polygenelubricants", i32::MIN, 0, 0),
             ("grüppe", -1233264812, 12, 3),
             ("组\u{1F600}x", 1021737521, 21, 0),
-            (
-                "a-very-long-group-id-for-testing-purposes-0123456789",
-                -1257101410,
-                10,
-                5,
-            ),
+            ("a-very-long-group-id-for-testing-purposes-0123456789", -1257101410, 10, 5),
         ];
         for &(group, hash, p50, p7) in cases {
             assert_eq!(java_string_hash_code(group), hash, "{group}");

@@ -150,10 +150,7 @@ fn decode<T: Wire>(version: i16, body: Bytes, what: &'static str) -> Result<T, R
 
 fn split_version(mut buf: Bytes, what: &'static str) -> Result<(i16, Bytes), RecordError> {
     if buf.len() < 2 {
-        return Err(RecordError::MissingVersion {
-            what,
-            len: buf.len(),
-        });
+        return Err(RecordError::MissingVersion { what, len: buf.len() });
     }
     let version = buf.get_i16();
     Ok((version, buf))
@@ -163,23 +160,14 @@ impl Record {
     /// A tombstone for the committed offset of `topic`-`partition` in `group`.
     pub fn offset_tombstone(group: &str, topic: &str, partition: i32) -> Record {
         Record::OffsetCommit {
-            key: OffsetCommitKey {
-                group: group.to_owned(),
-                topic: topic.to_owned(),
-                partition,
-            },
+            key: OffsetCommitKey { group: group.to_owned(), topic: topic.to_owned(), partition },
             value: None,
         }
     }
 
     /// A tombstone for the metadata of `group`.
     pub fn group_tombstone(group: &str) -> Record {
-        Record::GroupMetadata {
-            key: GroupMetadataKey {
-                group: group.to_owned(),
-            },
-            value: None,
-        }
+        Record::GroupMetadata { key: GroupMetadataKey { group: group.to_owned() }, value: None }
     }
 
     /// The group the record belongs to (which decides its partition).
@@ -209,9 +197,9 @@ impl Record {
                 };
                 encode(version, v)
             }),
-            Record::GroupMetadata { value, .. } => value
-                .as_ref()
-                .map(|v| encode(GROUP_METADATA_VALUE_VERSION, v)),
+            Record::GroupMetadata { value, .. } => {
+                value.as_ref().map(|v| encode(GROUP_METADATA_VALUE_VERSION, v))
+            }
         }
     }
 

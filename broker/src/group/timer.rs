@@ -90,11 +90,6 @@ impl Timers {
         let (_, _, task) = self.by_key.remove(&key)?;
         Some((key, task))
     }
-
-    #[cfg(test)]
-    pub fn deadline_of(&self, key: &TimerKey) -> Option<i64> {
-        self.by_key.get(key).map(|(d, _, _)| *d)
-    }
 }
 
 #[cfg(test)]
