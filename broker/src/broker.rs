@@ -94,6 +94,7 @@ pub struct Broker {
     /// Producer id allocation (InitProducerId).
     pub producer_ids: crate::producer_ids::ProducerIdManager,
     bound_ports: Mutex<HashMap<String, u16>>,
+    groups: std::sync::OnceLock<crate::group_service::GroupService>,
 }
 
 impl Broker {
@@ -125,7 +126,13 @@ impl Broker {
             replicas,
             producer_ids,
             bound_ports: Mutex::new(HashMap::new()),
+            groups: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// The group coordinator; started on first use (needs a Tokio runtime).
+    pub fn groups(self: &Arc<Self>) -> &crate::group_service::GroupService {
+        self.groups.get_or_init(|| crate::group_service::GroupService::start(self))
     }
 
     /// Records the port a listener actually bound (for `port 0` in tests).

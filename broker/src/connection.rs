@@ -36,7 +36,7 @@ pub async fn serve(
             loop {
                 match frames.next_frame() {
                     Ok(Some(frame)) => {
-                        if !handle_frame(&broker, frame, &tx).await {
+                        if !handle_frame(&broker, frame, &tx, peer).await {
                             break 'conn;
                         }
                     }
@@ -70,7 +70,12 @@ pub async fn serve(
 }
 
 /// Decodes and handles one frame; false means the connection must close.
-async fn handle_frame(broker: &Arc<Broker>, frame: Bytes, tx: &mpsc::Sender<Vec<Bytes>>) -> bool {
+async fn handle_frame(
+    broker: &Arc<Broker>,
+    frame: Bytes,
+    tx: &mpsc::Sender<Vec<Bytes>>,
+    peer: SocketAddr,
+) -> bool {
     let request = match decode_request(frame) {
         Ok(r) => r,
         Err(RequestError::UnsupportedVersion(header)) => {
@@ -98,7 +103,7 @@ async fn handle_frame(broker: &Arc<Broker>, frame: Bytes, tx: &mpsc::Sender<Vec<
         correlation_id = request.header.correlation_id,
         client_id = request.header.client_id.as_deref().unwrap_or(""),
     );
-    match handlers::dispatch(broker, request).instrument(span).await {
+    match handlers::dispatch(broker, request, peer).instrument(span).await {
         handlers::Outcome::Respond(chunks) => tx.send(chunks).await.is_ok(),
         handlers::Outcome::NoResponse => true,
         handlers::Outcome::Close => false,

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use strata_storage::{AppendInfo, Log, LogConfig, LogManager, LogReadInfo, StorageError};
+use strata_storage::{AppendInfo, AppendOrigin, Log, LogConfig, LogManager, LogReadInfo, StorageError};
 use tokio::sync::watch;
 
 fn now_ms() -> i64 {
@@ -45,7 +45,18 @@ impl Partition {
     /// Appends a producer's batches as leader and advances the high watermark (ISR of
     /// one: the leader's own log end offset).
     pub fn append_as_leader(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, StorageError> {
-        let info = self.log.append(records, self.leader_epoch(), now_ms)?;
+        self.append_with_origin(records, AppendOrigin::Client, now_ms)
+    }
+
+    /// Appends as leader on behalf of `origin` (a coordinator may write control batches
+    /// and internal records that clients may not).
+    pub fn append_with_origin(
+        &self,
+        records: Bytes,
+        origin: AppendOrigin,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let info = self.log.append_with_origin(records, self.leader_epoch(), origin, now_ms)?;
         self.advance_high_watermark(self.log.log_end_offset());
         Ok(info)
     }

@@ -52,6 +52,9 @@ pub async fn start(broker: Arc<Broker>) -> std::io::Result<RunningServer> {
         tasks.push(tokio::spawn(accept_loop(broker.clone(), socket, shutdown_rx.clone())));
     }
     tasks.push(tokio::spawn(crate::background::run(broker.clone(), shutdown_rx.clone())));
+    // Start the group coordinator now so an existing __consumer_offsets is loaded
+    // before clients ask for their offsets.
+    broker.groups();
     Ok(RunningServer { local_addrs, shutdown, tasks, broker })
 }
 

@@ -10,6 +10,8 @@ mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod fetch;
+mod find_coordinator;
+mod groups;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
@@ -53,6 +55,17 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::IncrementalAlterConfigs, min: 0, max: 1 },
     Served { api: ApiKey::DescribeCluster, min: 0, max: 1 },
     Served { api: ApiKey::InitProducerId, min: 0, max: 4 },
+    Served { api: ApiKey::FindCoordinator, min: 0, max: 4 },
+    Served { api: ApiKey::JoinGroup, min: 0, max: 9 },
+    Served { api: ApiKey::SyncGroup, min: 0, max: 5 },
+    Served { api: ApiKey::Heartbeat, min: 0, max: 4 },
+    Served { api: ApiKey::LeaveGroup, min: 0, max: 5 },
+    Served { api: ApiKey::OffsetCommit, min: 2, max: 9 },
+    Served { api: ApiKey::OffsetFetch, min: 1, max: 9 },
+    Served { api: ApiKey::ListGroups, min: 0, max: 5 },
+    Served { api: ApiKey::DescribeGroups, min: 0, max: 5 },
+    Served { api: ApiKey::DeleteGroups, min: 0, max: 2 },
+    Served { api: ApiKey::OffsetDelete, min: 0, max: 0 },
 ];
 
 /// The served range of `api`, if served.
@@ -83,7 +96,7 @@ pub fn unsupported_version(header: &RequestHeader) -> Option<Vec<Bytes>> {
 }
 
 /// Handles one decoded request.
-pub async fn dispatch(broker: &Arc<Broker>, request: Request) -> Outcome {
+pub async fn dispatch(broker: &Arc<Broker>, request: Request, peer: std::net::SocketAddr) -> Outcome {
     let Request { header, api, body } = request;
     let version = header.api_version;
     let Some(range) = served(api) else {
@@ -118,6 +131,20 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request) -> Outcome {
         RequestBody::IncrementalAlterConfigs(r) => admin_configs::incremental_alter(broker, r).into(),
         RequestBody::DescribeCluster(r) => describe_cluster::handle(broker, r).into(),
         RequestBody::InitProducerId(r) => init_producer_id::handle(broker, r).into(),
+        RequestBody::FindCoordinator(r) => find_coordinator::handle(broker, version, r).await.into(),
+        body @ (RequestBody::JoinGroup(_)
+        | RequestBody::SyncGroup(_)
+        | RequestBody::Heartbeat(_)
+        | RequestBody::LeaveGroup(_)
+        | RequestBody::OffsetCommit(_)
+        | RequestBody::OffsetFetch(_)
+        | RequestBody::DescribeGroups(_)
+        | RequestBody::ListGroups(_)
+        | RequestBody::DeleteGroups(_)
+        | RequestBody::OffsetDelete(_)) => match groups::handle(broker, &header, peer, body).await {
+            Some(response) => response,
+            None => return Outcome::Close,
+        },
         other => {
             tracing::info!(api = other.api_key().name(), "closing connection: API not served");
             return Outcome::Close;

@@ -1,0 +1,100 @@
+//! Internal topics that coordinators keep their state in (`__consumer_offsets`, later
+//! `__transaction_state`): creating them on first use, appending coordinator records,
+//! and reading a partition back from its start when a coordinator loads it.
+
+use crate::broker::Broker;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use strata_protocol::records::{NewRecord, RecordBatch, RecordBatches};
+use strata_protocol::ErrorCode;
+use strata_storage::AppendOrigin;
+
+/// Name of the group coordinator's topic.
+pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
+
+/// Creates `name` with `partitions` partitions and `configs` unless it exists; returns
+/// whether it already existed.
+pub fn ensure(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> Result<bool, ErrorCode> {
+    if broker.topics.get(name).is_some() {
+        return Ok(true);
+    }
+    let configs: BTreeMap<String, String> =
+        configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    match broker.create_topic(name, partitions, -1, configs, false) {
+        Ok(_) => Ok(false),
+        Err(crate::broker::CreateTopicError::AlreadyExists(_)) => Ok(true),
+        Err(e) => {
+            tracing::error!(topic = name, error = %e, "cannot create internal topic");
+            Err(e.code())
+        }
+    }
+}
+
+/// Appends `records` (key, value-or-tombstone) as one batch to `topic`-`partition`.
+/// Single node: the write is committed (high watermark) once this returns.
+pub fn append(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    records: &[(Bytes, Option<Bytes>)],
+    now_ms: i64,
+) -> Result<(), ErrorCode> {
+    let Some(p) = broker.replicas.get(topic, partition) else {
+        return Err(ErrorCode::NotCoordinator);
+    };
+    let mut builder = strata_protocol::records::RecordBatchBuilder::new(0);
+    for (key, value) in records {
+        builder
+            .append(&NewRecord::new(now_ms, Some(key.clone()), value.clone()))
+            .map_err(|_| ErrorCode::UnknownServerError)?;
+    }
+    let batch = builder.build().map_err(|_| ErrorCode::UnknownServerError)?;
+    p.append_with_origin(batch, AppendOrigin::Coordinator, now_ms)
+        .map_err(|e| crate::errors::storage_error_code(&e))?;
+    broker.replicas.notify_appended();
+    Ok(())
+}
+
+/// Calls `f(key, value)` for every record of `topic`-`partition` from its log start to
+/// its high watermark, in offset order. Control batches are skipped.
+pub fn replay(
+    broker: &Arc<Broker>,
+    topic: &str,
+    partition: i32,
+    mut f: impl FnMut(Bytes, Option<Bytes>),
+) -> Result<(), ErrorCode> {
+    let Some(p) = broker.replicas.get(topic, partition) else {
+        return Err(ErrorCode::NotCoordinator);
+    };
+    let max_uncompressed = p.log.config().max_uncompressed_batch_bytes;
+    let mut offset = p.log.log_start_offset();
+    let end = p.high_watermark();
+    while offset < end {
+        let info = p.read(offset, 1 << 20, true).map_err(|e| crate::errors::storage_error_code(&e))?;
+        let data = info.records.read_bytes().map_err(|_| ErrorCode::KafkaStorageError)?;
+        if data.is_empty() {
+            break;
+        }
+        for batch in RecordBatches::new(data) {
+            let batch: RecordBatch = batch.map_err(|_| ErrorCode::CorruptMessage)?;
+            if !batch.is_control() {
+                for record in batch.records(max_uncompressed).map_err(|_| ErrorCode::CorruptMessage)? {
+                    let record = record.map_err(|_| ErrorCode::CorruptMessage)?;
+                    if record.offset >= offset {
+                        if let Some(key) = record.key {
+                            f(key, record.value);
+                        }
+                    }
+                }
+            }
+            offset = offset.max(batch.next_offset());
+        }
+    }
+    Ok(())
+}
