@@ -53,7 +53,7 @@ pub enum GroupRequest {
 }
 
 enum Command {
-    Call { meta: RequestMeta, request: GroupRequest, reply: oneshot::Sender<ResponseBody> },
+    Call { meta: RequestMeta, request: Box<GroupRequest>, reply: oneshot::Sender<ResponseBody> },
     EnsureTopic { reply: oneshot::Sender<Result<(), ErrorCode>> },
 }
 
@@ -126,7 +126,7 @@ impl GroupService {
     /// for a whole rebalance).
     pub async fn call(&self, meta: RequestMeta, request: GroupRequest) -> Option<ResponseBody> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Command::Call { meta, request, reply }).await.ok()?;
+        self.tx.send(Command::Call { meta, request: Box::new(request), reply }).await.ok()?;
         rx.await.ok()
     }
 }
@@ -175,6 +175,7 @@ impl Task {
                 }
                 let now = now_ms();
                 let c = &mut self.coordinator;
+                let request = *request;
                 let immediate: Option<ResponseBody> = match &request {
                     GroupRequest::Fetch(r) => Some(c.fetch_offsets(meta.api_version, r).into()),
                     GroupRequest::List(r) => Some(c.list_groups(r).into()),
