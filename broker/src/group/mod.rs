@@ -20,7 +20,23 @@
 //!
 //! Timers (session timeouts, rebalance timeouts, the initial rebalance delay, offset
 //! expiry) are deadlines: the shell sleeps until [`GroupCoordinator::next_deadline`] (or
-//! the next request) and calls [`GroupCoordinator::tick`].
+//! the next request) and calls [`GroupCoordinator::tick`]. With
+//! `group.initial.rebalance.delay.ms=0` the first join of a group still completes on the
+//! next `tick`, as in Kafka, so the shell should tick whenever the deadline has passed.
+//!
+//! Requests that change state take a [`RequestMeta`] and return actions (their own
+//! response among them, now or later): [`GroupCoordinator::join_group`],
+//! [`GroupCoordinator::sync_group`], [`GroupCoordinator::heartbeat`],
+//! [`GroupCoordinator::leave_group`], [`GroupCoordinator::commit_offsets`],
+//! [`GroupCoordinator::delete_offsets`], [`GroupCoordinator::delete_groups`]. Reads answer
+//! directly: [`GroupCoordinator::fetch_offsets`] (every version; v8+ groups one by one),
+//! [`GroupCoordinator::list_groups`], [`GroupCoordinator::describe_groups`].
+//!
+//! Changes that need no answer from the log apply at once and are then written (group
+//! deletion, offset deletion and expiry, a group becoming Empty); commits and the
+//! leader's assignment become visible only once written. If such a write fails, memory
+//! is ahead of the log until the partition is reloaded; a failed write almost always
+//! means leadership moved, and the partition is then unloaded anyway.
 //!
 //! Partition ownership is the shell's knowledge: it calls
 //! [`GroupCoordinator::begin_load`] when this broker becomes leader of a

@@ -4,6 +4,7 @@
 
 mod join;
 mod offsets;
+mod random_ops;
 mod record_format;
 mod replay;
 mod static_members;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// What must survive a coordinator failover, in comparable form.
 #[derive(Debug, PartialEq)]
-struct GroupSnapshot {
+pub(super) struct GroupSnapshot {
     state: GroupState,
     generation: i32,
     protocol_type: Option<String>,
@@ -25,7 +25,7 @@ struct GroupSnapshot {
 /// metadata of the selected protocol, assignment)
 type MemberSnapshot = (String, Option<String>, String, String, i32, i32, Option<Bytes>, Bytes);
 
-fn snapshot(c: &GroupCoordinator) -> BTreeMap<String, GroupSnapshot> {
+pub(super) fn snapshot(c: &GroupCoordinator) -> BTreeMap<String, GroupSnapshot> {
     c.groups
         .values()
         .map(|g| {
@@ -69,7 +69,7 @@ fn snapshot(c: &GroupCoordinator) -> BTreeMap<String, GroupSnapshot> {
 }
 
 /// A second coordinator that loads `log` (through the byte encoding) at `now_ms`.
-fn reload(h: &Harness) -> GroupCoordinator {
+pub(super) fn reload(h: &Harness) -> GroupCoordinator {
     let config = h.c.config().clone();
     let mut c = GroupCoordinator::new(config.clone());
     for p in 0..config.offsets_topic_num_partitions {
