@@ -37,15 +37,21 @@ def _seq_of(value: bytes) -> int:
 
 
 class ContinuousProducer:
-    """Produces `total` records (seq i to partition i % PARTITIONS) from a background thread,
-    keeping every delivery report."""
+    """Produces records (seq i to partition i % PARTITIONS) from a background thread at about
+    RATE records/s, so that production is still going on when the broker is killed, until
+    `total` (which the test sets after its last kill), and keeps every delivery report."""
 
-    def __init__(self, bootstrap: str, topic: str, acks: str, total: int):
-        self.topic, self.total = topic, total
+    RATE = 40_000
+    CHUNK = 100
+
+    def __init__(self, bootstrap: str, topic: str, acks: str):
+        self.topic = topic
+        self.total = 10**9  # lowered by the test once the last kill is done
         self.acked: dict[int, tuple[int, int]] = {}  # seq -> (partition, offset)
         self.failed: dict[int, str] = {}
         self.produced = 0
         self.error: BaseException | None = None
+        self.stopping = False
         self.p = Producer({
             "bootstrap.servers": bootstrap,
             "acks": acks,
@@ -56,7 +62,7 @@ class ContinuousProducer:
             "message.timeout.ms": 60_000,
             "reconnect.backoff.ms": 20,
             "reconnect.backoff.max.ms": 200,
-            "log_level": 3,
+            "log_level": 2,  # connection-refused noise while the broker is down
         })
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -70,12 +76,21 @@ class ContinuousProducer:
 
     def _run(self):
         try:
-            for seq in range(self.total):
-                while len(self.p) > 5_000:
-                    self.p.poll(0.01)
+            next_chunk_at = time.monotonic()
+            seq = 0
+            while seq < self.total:
+                if self.stopping:
+                    return
+                if seq % self.CHUNK == 0:
+                    # Pace to RATE without catching up after a stall (so production keeps going
+                    # through every kill), and bound the backlog while the broker is down.
+                    while not self.stopping and (len(self.p) > 5_000 or time.monotonic() < next_chunk_at):
+                        self.p.poll(0.002)
+                    next_chunk_at = time.monotonic() + self.CHUNK / self.RATE
                 self.p.produce(self.topic, key=f"k{seq}".encode(), value=_value(seq),
                                partition=seq % PARTITIONS, on_delivery=self._cb)
                 self.produced = seq + 1
+                seq += 1
                 self.p.poll(0)
             left = self.p.flush(90)
             if left:
@@ -92,6 +107,13 @@ class ContinuousProducer:
         if self.error:
             raise self.error
 
+    def stop(self):
+        """Stops producing (on test failure) so nothing keeps running after the test."""
+        self.stopping = True
+        self.thread.join(10)
+        self.p.purge()
+        self.p.flush(0)
+
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("kills", [(3_000,), (20_000,), (5_000, 15_000)], ids=["kill@3k", "kill@20k", "kill@5k+15k"])
@@ -99,22 +121,36 @@ class ContinuousProducer:
 def test_acked_records_survive_sigkill(broker, acks, kills):
     topic = util.unique_topic(f"crash-{acks}")
     util.create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
-    prod = ContinuousProducer(broker.bootstrap, topic, acks, total=max(kills) + AFTER_LAST_KILL)
+    prod = ContinuousProducer(broker.bootstrap, topic, acks)
     prod.start()
-    produced_at_restart = 0
-    for k in kills:
-        wait_until(lambda: len(prod.acked) >= k or prod.error, 120, f"{k} acknowledged records")
-        if prod.error:
-            break
-        broker.kill()
-        broker.start()
-        produced_at_restart = prod.produced
-    prod.join(150)
+    produced_at_last_kill = 0
+    outstanding_at_kills = []
+    try:
+        for k in kills:
+            wait_until(lambda: len(prod.acked) >= k or prod.error, 120, f"{k} acknowledged records", interval=0.005)
+            if prod.error:
+                break
+            # Prefer a moment with records outstanding, so some requests are cut off mid-way
+            # (best effort: after 1 s, kill anyway).
+            try:
+                wait_until(lambda: len(prod.p) >= 100, 1.0, "records outstanding", interval=0.001)
+            except TimeoutError:
+                pass
+            outstanding_at_kills.append(len(prod.p))  # queued or in flight when the broker dies
+            produced_at_last_kill = prod.produced
+            broker.kill()
+            broker.start()
+        prod.total = prod.produced + AFTER_LAST_KILL
+        prod.join(150)
+    finally:
+        if prod.thread.is_alive():
+            prod.stop()
 
-    acked_after_restart = sum(1 for s in prod.acked if s >= produced_at_restart)
-    summary = (f"produced {prod.total}, acked {len(prod.acked)}, failed {len(prod.failed)}, "
-               f"acked after last restart {acked_after_restart}")
-    assert acked_after_restart >= AFTER_LAST_KILL // 2, "restarted broker acknowledged too little: " + summary
+    acked_after_kill = sum(1 for s in prod.acked if s >= produced_at_last_kill)
+    summary = (f"produced {prod.produced}, acked {len(prod.acked)}, failed {len(prod.failed)}, "
+               f"outstanding at kills {outstanding_at_kills}, acked among those produced after the last kill "
+               f"{acked_after_kill}")
+    assert acked_after_kill >= AFTER_LAST_KILL // 2, "restarted broker acknowledged too little: " + summary
 
     for p in range(PARTITIONS):
         low, high = util.watermarks(broker.bootstrap, topic, p)
