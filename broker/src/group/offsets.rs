@@ -406,6 +406,35 @@ impl GroupCoordinator {
         out
     }
 
+    /// Topics were deleted: their committed offsets go too, in every group served here
+    /// (Kafka's `onPartitionsDeleted`). Returns one append of tombstones per
+    /// `__consumer_offsets` partition involved.
+    pub fn delete_offsets_of_topics(&mut self, topics: &[String], _now_ms: i64) -> Vec<Action> {
+        let mut out = Vec::new();
+        let mut by_partition: std::collections::BTreeMap<i32, Vec<Record>> = Default::default();
+        for group in self.groups.values_mut() {
+            if self.partitions.get(&group.partition) != Some(&super::PartitionState::Active) {
+                continue;
+            }
+            for topic in topics {
+                let partitions: BTreeSet<i32> =
+                    group.offsets.get(topic).map(|p| p.keys().copied().collect()).unwrap_or_default();
+                let pending: BTreeSet<i32> =
+                    group.pending_commits.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
+                for p in partitions.union(&pending) {
+                    group.remove_offset(topic, *p);
+                    group.pending_commits.remove(&(topic.clone(), *p));
+                    let records = by_partition.entry(group.partition).or_default();
+                    records.push(Record::offset_tombstone(&group.group_id, topic, *p));
+                }
+            }
+        }
+        for (partition, records) in by_partition {
+            self.append(&mut out, partition, records, Completion::Background);
+        }
+        out
+    }
+
     /// Kafka's `cleanupGroupMetadata` for one partition: deletes expired offsets, then
     /// Empty groups left without offsets.
     pub(super) fn expire_offsets(&mut self, partition: i32, now_ms: i64, out: &mut Vec<Action>) {

@@ -422,3 +422,22 @@ fn legacy_offset_fetch_all_topics() {
     );
     assert_eq!(v8.groups[0].topics[0].partitions[0].committed_offset, 9);
 }
+
+#[test]
+fn deleting_a_topic_deletes_its_offsets() {
+    let mut h = Harness::new(config());
+    h.commit("a", "", -1, &[("gone", 0, 1), ("kept", 0, 1)]);
+    h.commit("b", "", -1, &[("gone", 3, 1)]);
+    let log_len = h.log.len();
+    let a = h.c.delete_offsets_of_topics(&["gone".to_string()], h.now);
+    h.run(a);
+    assert_eq!(h.fetched("a", "gone", 0), -1);
+    assert_eq!(h.fetched("b", "gone", 3), -1);
+    assert_eq!(h.fetched("a", "kept", 0), 1);
+    let mut written: Vec<&Record> = h.log[log_len..].iter().map(|(_, r)| r).collect();
+    written.sort_by_key(|r| r.group_id().to_owned());
+    assert_eq!(
+        written,
+        vec![&Record::offset_tombstone("a", "gone", 0), &Record::offset_tombstone("b", "gone", 3)]
+    );
+}
