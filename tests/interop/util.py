@@ -445,10 +445,11 @@ def kcat_produce(bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "n
 
 
 def kcat_read(bootstrap: str, topic: str, partition: int, count: int, *, start_offset: int = 0,
-              timeout: float = 120.0) -> list[Got]:
+              timeout: float = 120.0, with_headers: bool = True) -> list[Got]:
     """kcat -C with a length-prefixed output format, so keys and values are read byte-exact.
-    Headers are printed as name=value,... and parsed back (text headers only)."""
-    fmt = "%o %T %K %S %h|%k%s\\n"  # offset ts keylen valuelen headers | key value
+    With `with_headers`, headers are printed after the value as name=value,... up to the newline
+    and parsed back (text headers without ',', '=' or newlines only); without, they are not read."""
+    fmt = "%o %T %K %S|%k%s" + ("%h" if with_headers else "") + "\\n"
     args = [kcat_bin(), "-C", "-b", bootstrap, "-t", topic, "-p", str(partition), "-o", str(start_offset),
             "-c", str(count), "-e", "-q", "-f", fmt, "-X", "fetch.wait.max.ms=100"]
     p = subprocess.run(args, capture_output=True, timeout=timeout)
@@ -457,16 +458,17 @@ def kcat_read(bootstrap: str, topic: str, partition: int, count: int, *, start_o
     out, pos = [], 0
     while pos < len(data):
         bar = data.index(b"|", pos)
-        meta = data[pos:bar].decode()
-        off_s, ts_s, klen_s, vlen_s, hdr_s = meta.split(" ", 4)
+        off_s, ts_s, klen_s, vlen_s = data[pos:bar].decode().split(" ")
         klen, vlen = int(klen_s), int(vlen_s)
         pos = bar + 1
         key = None if klen < 0 else data[pos:pos + klen]
         pos += max(klen, 0)
         value = None if vlen < 0 else data[pos:pos + vlen]
         pos += max(vlen, 0)
-        assert data[pos:pos + 1] == b"\n", f"kcat output framing lost at byte {pos}"
-        pos += 1
+        eol = data.index(b"\n", pos)
+        hdr_s = data[pos:eol].decode()
+        assert with_headers or not hdr_s, f"kcat output framing lost at byte {pos}"
+        pos = eol + 1
         headers = []
         if hdr_s:
             for kv in hdr_s.split(","):
