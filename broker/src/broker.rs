@@ -247,6 +247,9 @@ impl Broker {
             return Err(ErrorCode::UnknownTopicOrPartition);
         }
         self.replicas.delete_topic(name).map_err(|e| crate::errors::storage_error_code(&e))?;
+        if let Some(groups) = self.groups.get() {
+            groups.topics_deleted(vec![name.to_string()]);
+        }
         tracing::info!(topic = name, "topic deleted");
         Ok(())
     }

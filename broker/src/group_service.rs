@@ -55,6 +55,7 @@ pub enum GroupRequest {
 enum Command {
     Call { meta: RequestMeta, request: Box<GroupRequest>, reply: oneshot::Sender<ResponseBody> },
     EnsureTopic { reply: oneshot::Sender<Result<(), ErrorCode>> },
+    TopicsDeleted(Vec<String>),
 }
 
 /// Handle to the group coordinator task.
@@ -68,6 +69,7 @@ impl std::fmt::Debug for Command {
         match self {
             Command::Call { meta, .. } => write!(f, "Call({:?})", meta.token),
             Command::EnsureTopic { .. } => f.write_str("EnsureTopic"),
+            Command::TopicsDeleted(t) => write!(f, "TopicsDeleted({t:?})"),
         }
     }
 }
@@ -102,7 +104,11 @@ impl GroupService {
     /// loaded first.
     pub fn start(broker: &Arc<Broker>) -> GroupService {
         let (tx, rx) = mpsc::channel(1024);
-        let config = group_config(broker);
+        let mut config = group_config(broker);
+        // Groups hash over the partition count the topic really has.
+        if let Some(meta) = broker.topics.get(CONSUMER_OFFSETS) {
+            config.offsets_topic_num_partitions = meta.partitions;
+        }
         let task = Task {
             broker: Arc::downgrade(broker),
             coordinator: GroupCoordinator::new(config),
@@ -120,6 +126,13 @@ impl GroupService {
             return Err(ErrorCode::CoordinatorNotAvailable);
         }
         rx.await.unwrap_or(Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    /// Drops the committed offsets of deleted topics (tombstones are written).
+    pub fn topics_deleted(&self, topics: Vec<String>) {
+        if self.tx.try_send(Command::TopicsDeleted(topics)).is_err() {
+            tracing::warn!("group coordinator busy: offsets of deleted topics stay until they expire");
+        }
     }
 
     /// Sends `request` to the coordinator and waits for its answer (JoinGroup may wait
@@ -168,6 +181,12 @@ impl Task {
         match command {
             Command::EnsureTopic { reply } => {
                 let _ = reply.send(self.load(&broker));
+            }
+            Command::TopicsDeleted(topics) => {
+                if self.loaded {
+                    let actions = self.coordinator.delete_offsets_of_topics(&topics, now_ms());
+                    self.execute(actions);
+                }
             }
             Command::Call { meta, request, reply } => {
                 if !self.loaded {
