@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Measures Strata against this machine's limits, in one run:
 #
-#   1. the limits: loopback TCP bandwidth (strata-perf loopback) and sequential write
-#      bandwidth to the data dir (dd with conv=fdatasync);
+#   1. the limits: loopback TCP bandwidth (strata-perf loopback), the latency floor
+#      (p99 of a null server offered 50 MB/s over loopback, strata-perf loopback
+#      --latency-at-mbps) and sequential write bandwidth to the data dir (dd with
+#      conv=fdatasync);
 #   2. a release strata broker on a temp dir, idle RSS with a 100-partition topic;
 #   3. the workloads, each --runs times (medians reported):
 #        produce   1 KiB records, acks=1, one partition, unthrottled;
@@ -36,7 +38,7 @@ while [ $# -gt 0 ]; do
         --data-dir) DATA_PARENT=$2; shift 2 ;;
         --no-build) BUILD=0; shift ;;
         --json) JSON_OUT=$2; shift 2 ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -94,6 +96,13 @@ for _ in $(seq "$RUNS"); do
 done
 LOOPBACK=$(printf '%s\n' "${LOOPBACK_SAMPLES[@]}" | median)
 
+log "measuring the loopback latency floor at ${LATENCY_MBPS} MB/s (null server, 16 KiB messages)"
+FLOOR_SAMPLES=()
+for _ in $(seq "$RUNS"); do
+    FLOOR_SAMPLES+=("$("$PERF" loopback --latency-at-mbps "$LATENCY_MBPS" --duration 3 --json | jq .latency_ms.p99)")
+done
+FLOOR_P99=$(printf '%s\n' "${FLOOR_SAMPLES[@]}" | median)
+
 log "measuring sequential write bandwidth of $WORK (dd conv=fdatasync, 512 MiB)"
 DISK_SAMPLES=()
 for _ in $(seq "$RUNS"); do
@@ -105,7 +114,7 @@ for _ in $(seq "$RUNS"); do
     DISK_SAMPLES+=("$(calc "$bytes / $secs / 1e6")")
 done
 DISK=$(printf '%s\n' "${DISK_SAMPLES[@]}" | median)
-log "loopback ${LOOPBACK} MB/s, disk ${DISK} MB/s"
+log "loopback ${LOOPBACK} MB/s, latency floor p99 ${FLOOR_P99} ms, disk ${DISK} MB/s"
 
 # ---------------------------------------------------------------------------------------
 # Broker under test
@@ -175,8 +184,10 @@ measure() {
     done
 }
 
-# med LABEL-WORKLOAD JQ-EXPR: median of that expression over the runs.
-med() { jq -r "$2" "$WORK/$1.jsonl" | median; }
+# med LABEL-WORKLOAD JQ-EXPR: median of that expression over the runs, 4 significant
+# digits; spread LABEL-WORKLOAD JQ-EXPR: "min..max" of it.
+med() { calc "$(jq -r "$2" "$WORK/$1.jsonl" | median)"; }
+spread() { jq -r "$2" "$WORK/$1.jsonl" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.4g..%.4g", lo, hi}'; }
 
 log "starting strata (release) on a temp dir"
 start_strata
@@ -201,9 +212,10 @@ done
 # ---------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------
-row() { printf '%-34s %14s %10s   %s\n' "$@"; }
+row() { printf '%-34s %10s %8s   %-22s %s\n' "$@"; }
 echo
-echo "Machine: $(nproc) cores, loopback ${LOOPBACK} MB/s, sequential write ${DISK} MB/s (medians of $RUNS)"
+echo "Machine: $(nproc) cores, loopback $(calc "$LOOPBACK") MB/s, sequential write $(calc "$DISK") MB/s (medians of $RUNS)"
+echo "Latency floor: a null server offered ${LATENCY_MBPS} MB/s over loopback answers with p99 $(calc "$FLOOR_P99") ms"
 echo "Workloads: ${RECORD_SIZE}-byte records, acks=1, one partition, ${DURATION}s per run, $RUNS runs, medians"
 SUMMARY="{}"
 for label in "${LABELS[@]}"; do
@@ -217,13 +229,17 @@ for label in "${LABELS[@]}"; do
     l_mbps=$(med "$label-latency" .mb_per_sec)
     echo
     echo "== $name"
-    row "figure" "value" "ratio" "target"
-    row "produce throughput (MB/s)" "$p_mbps" "$(calc "$p_mbps / $LOOPBACK")" ">= 0.40 of loopback"
-    row "produce throughput (records/s)" "$p_rps" "" ""
-    row "consume throughput (MB/s)" "$c_mbps" "$(calc "$c_mbps / $LOOPBACK")" ">= 0.60 of loopback"
-    row "latency run achieved (MB/s)" "$l_mbps" "$(calc "$l_mbps / $LATENCY_MBPS")" "of ${LATENCY_MBPS} MB/s offered"
-    row "produce p50 at ${LATENCY_MBPS} MB/s (ms)" "$l_p50" "" ""
-    row "produce p99 at ${LATENCY_MBPS} MB/s (ms)" "$l_p99" "$(calc "$l_p99 / 5")" "<= 5 ms"
+    row "figure (median)" "value" "ratio" "target" "runs (min..max)"
+    row "produce throughput (MB/s)" "$p_mbps" "$(calc "$p_mbps / $LOOPBACK")" ">= 0.40 of loopback" \
+        "$(spread "$label-produce" .mb_per_sec)"
+    row "produce throughput (records/s)" "$p_rps" "" "" ""
+    row "consume throughput (MB/s)" "$c_mbps" "$(calc "$c_mbps / $LOOPBACK")" ">= 0.60 of loopback" \
+        "$(spread "$label-consume" .mb_per_sec)"
+    row "latency run achieved (MB/s)" "$l_mbps" "$(calc "$l_mbps / $LATENCY_MBPS")" "of ${LATENCY_MBPS} MB/s offered" ""
+    row "produce p50 at ${LATENCY_MBPS} MB/s (ms)" "$l_p50" "" "" "$(spread "$label-latency" .latency_ms.p50)"
+    row "produce p99 at ${LATENCY_MBPS} MB/s (ms)" "$l_p99" "$(calc "$l_p99 / 5")" "<= 5 ms" \
+        "$(spread "$label-latency" .latency_ms.p99)"
+    row "  p99 over the null-server floor" "$(calc "$l_p99 / $FLOOR_P99")" "" "" ""
     entry=$(jq -n --arg p "$p_mbps" --arg c "$c_mbps" --arg l "$l_p99" \
         '{produce_mb_per_sec: ($p|tonumber), consume_mb_per_sec: ($c|tonumber), produce_p99_ms_at_50mbps: ($l|tonumber)}')
     if [ "$label" = strata ]; then
@@ -233,13 +249,14 @@ for label in "${LABELS[@]}"; do
         p_rss=$(med "$label-produce" '.broker_peak_rss_kb / 1024')
         c_rss=$(med "$label-consume" '.broker_peak_rss_kb / 1024')
         l_rss=$(med "$label-latency" '.broker_peak_rss_kb / 1024')
-        row "broker CPU per GB ingested (s)" "$p_cpu" "$(calc "$p_cpu / 0.5")" "<= 0.5 core-s/GB"
-        row "broker CPU per GB served (s)" "$c_cpu" "" ""
-        row "RSS at start (MiB)" "$(calc "$RSS_START_KB / 1024")" "" ""
-        row "RSS idle, 100 partitions (MiB)" "$(calc "$RSS_IDLE_KB / 1024")" "$(calc "$RSS_IDLE_KB / 1024 / 20")" "<= 20 MiB"
-        row "peak RSS produce (MiB)" "$p_rss" "$(calc "$p_rss / 128")" "<= 128 MiB"
-        row "peak RSS consume (MiB)" "$c_rss" "$(calc "$c_rss / 128")" "<= 128 MiB"
-        row "peak RSS latency run (MiB)" "$l_rss" "$(calc "$l_rss / 128")" "<= 128 MiB"
+        row "broker CPU per GB ingested (s)" "$p_cpu" "$(calc "$p_cpu / 0.5")" "<= 0.5 core-s/GB" \
+            "$(spread "$label-produce" '.broker_cpu_s / (.bytes / 1e9)')"
+        row "broker CPU per GB served (s)" "$c_cpu" "" "" "$(spread "$label-consume" '.broker_cpu_s / (.bytes / 1e9)')"
+        row "RSS at start (MiB)" "$(calc "$RSS_START_KB / 1024")" "" "" ""
+        row "RSS idle, 100 partitions (MiB)" "$(calc "$RSS_IDLE_KB / 1024")" "$(calc "$RSS_IDLE_KB / 1024 / 20")" "<= 20 MiB" ""
+        row "peak RSS produce (MiB)" "$p_rss" "$(calc "$p_rss / 128")" "<= 128 MiB" ""
+        row "peak RSS consume (MiB)" "$c_rss" "$(calc "$c_rss / 128")" "<= 128 MiB" ""
+        row "peak RSS latency run (MiB)" "$l_rss" "$(calc "$l_rss / 128")" "<= 128 MiB" ""
         entry=$(echo "$entry" | jq --arg a "$p_cpu" --arg b "$c_cpu" --arg i "$RSS_IDLE_KB" \
             --arg r "$p_rss" --arg s "$c_rss" \
             '. + {cpu_s_per_gb_ingested: ($a|tonumber), cpu_s_per_gb_served: ($b|tonumber),
@@ -249,7 +266,9 @@ for label in "${LABELS[@]}"; do
     SUMMARY=$(echo "$SUMMARY" | jq --arg k "$name" --argjson v "$entry" '. + {($k): $v}')
 done
 if [ -n "$JSON_OUT" ]; then
-    echo "$SUMMARY" | jq --arg l "$LOOPBACK" --arg d "$DISK" \
-        '{loopback_mb_per_sec: ($l|tonumber), disk_write_mb_per_sec: ($d|tonumber), brokers: .}' >"$JSON_OUT"
+    runs=$(for f in "$WORK"/*.jsonl; do jq -c --arg w "$(basename "$f" .jsonl)" '{workload: $w} + .' "$f"; done | jq -s .)
+    echo "$SUMMARY" | jq --arg l "$LOOPBACK" --arg d "$DISK" --argjson runs "$runs" \
+        --arg f "$FLOOR_P99" \
+        '{loopback_mb_per_sec: ($l|tonumber), loopback_p99_ms_at_50mbps: ($f|tonumber), disk_write_mb_per_sec: ($d|tonumber), brokers: ., runs: $runs}' >"$JSON_OUT"
     log "wrote $JSON_OUT"
 fi

@@ -232,6 +232,13 @@ pub struct LoopbackCmd {
     /// Bytes per write call.
     #[arg(long, default_value_t = 256 * 1024)]
     pub block_size: usize,
+    /// Instead of bandwidth, measure the latency floor: offer this many MB/s to a
+    /// null server that acknowledges each message, latency from scheduled send time.
+    #[arg(long)]
+    pub latency_at_mbps: Option<f64>,
+    /// Message size of the latency floor run (a producer's batch).
+    #[arg(long, default_value_t = 16 * 1024)]
+    pub message_size: usize,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,

@@ -21,6 +21,19 @@ fn main() -> ExitCode {
 
 fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Mode::Loopback(cmd) = &cli.mode {
+        if let Some(mbps) = cmd.latency_at_mbps {
+            let r = loopback::measure_floor(Duration::from_secs_f64(cmd.duration), mbps, cmd.message_size)?;
+            if cmd.json {
+                println!("{}", r.to_json());
+            } else {
+                println!(
+                    "loopback latency floor at {mbps} MB/s in {} B messages: {}",
+                    r.message_size,
+                    r.latency.to_text()
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         let result = loopback::measure(
             Duration::from_secs_f64(cmd.duration),
             cmd.connections.max(1),
