@@ -4,6 +4,9 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+/// The most [`FrameDecoder::next_frame`] reserves ahead of the bytes received.
+pub const RESERVE_STEP: usize = 64 * 1024;
+
 /// Why a frame was refused. Either way the connection cannot continue.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
@@ -32,10 +35,7 @@ pub struct FrameDecoder {
 impl FrameDecoder {
     /// A decoder refusing frames larger than `max_frame` bytes.
     pub fn new(max_frame: usize) -> FrameDecoder {
-        FrameDecoder {
-            buf: BytesMut::with_capacity(8 * 1024),
-            max_frame,
-        }
+        FrameDecoder { buf: BytesMut::with_capacity(8 * 1024), max_frame }
     }
 
     /// The buffer to read socket data into.
@@ -48,8 +48,10 @@ impl FrameDecoder {
         self.buf.len()
     }
 
-    /// The next whole frame, if one is buffered. After a partial frame header is seen,
-    /// reserves room for the frame (bounded by `max_frame`) so reads fill it directly.
+    /// The next whole frame, if one is buffered. While a frame is incomplete, reserves
+    /// room for at most [`RESERVE_STEP`] more bytes of it: memory grows with the bytes
+    /// the client actually sends, not with the length it claims, so a client that
+    /// announces 100 MiB and sends nothing costs 64 KiB, not 100 MiB.
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         if self.buf.len() < 4 {
             return Ok(None);
@@ -60,13 +62,10 @@ impl FrameDecoder {
         }
         let size = size as usize;
         if size > self.max_frame {
-            return Err(FrameError::TooLarge {
-                size: size as i64,
-                max: self.max_frame,
-            });
+            return Err(FrameError::TooLarge { size: size as i64, max: self.max_frame });
         }
         if self.buf.len() < 4 + size {
-            self.buf.reserve(4 + size - self.buf.len());
+            self.buf.reserve((4 + size - self.buf.len()).min(RESERVE_STEP));
             return Ok(None);
         }
         self.buf.advance(4);
@@ -84,7 +83,7 @@ mod tests {
         d.buffer().extend_from_slice(&[0, 0, 0, 3, 1, 2, 3, 0, 0]);
         assert_eq!(d.next_frame().unwrap().unwrap().as_ref(), &[1, 2, 3]);
         assert_eq!(d.next_frame().unwrap(), None);
-        d.buffer().extend_from_slice(&[0, 1]);
+        d.buffer().extend_from_slice(&[0, 0]);
         assert_eq!(d.next_frame().unwrap().unwrap().as_ref(), &[] as &[u8]);
         d.buffer().extend_from_slice(&[0x7f, 0xff, 0xff, 0xff]);
         assert!(matches!(d.next_frame(), Err(FrameError::TooLarge { .. })));
@@ -92,5 +91,22 @@ mod tests {
         let mut d = FrameDecoder::new(100);
         d.buffer().extend_from_slice(&[0xff, 0xff, 0xff, 0xff]);
         assert!(matches!(d.next_frame(), Err(FrameError::Negative(-1))));
+    }
+
+    #[test]
+    fn a_claimed_length_reserves_only_a_step() {
+        let mut d = FrameDecoder::new(100 << 20);
+        d.buffer().extend_from_slice(&(90i32 << 20).to_be_bytes());
+        assert_eq!(d.next_frame().unwrap(), None);
+        assert!(d.buffer().capacity() <= 2 * RESERVE_STEP);
+        // Still delivers the frame once it has all arrived.
+        let mut d = FrameDecoder::new(1 << 20);
+        let body = vec![7u8; 200_000];
+        d.buffer().extend_from_slice(&(body.len() as i32).to_be_bytes());
+        for chunk in body.chunks(30_000) {
+            assert_eq!(d.next_frame().unwrap(), None);
+            d.buffer().extend_from_slice(chunk);
+        }
+        assert_eq!(d.next_frame().unwrap().unwrap().len(), body.len());
     }
 }

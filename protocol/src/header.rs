@@ -21,28 +21,17 @@ impl RequestHeader {
     /// Reads the fixed part (api key, version, correlation id, client id). The
     /// `client_id` is a classic nullable string even in header v2 (KIP-482 kept it so).
     pub fn read_fixed(r: &mut Reader) -> Result<RequestHeader, DecodeError> {
-        let classic = Ctx {
-            version: 0,
-            flexible: false,
-        };
+        let classic = Ctx { version: 0, flexible: false };
         let api_key = i16::read(r, classic)?;
         let api_version = i16::read(r, classic)?;
         let correlation_id = i32::read(r, classic)?;
         let client_id = Option::<String>::read(r, classic)?;
-        Ok(RequestHeader {
-            api_key,
-            api_version,
-            correlation_id,
-            client_id,
-        })
+        Ok(RequestHeader { api_key, api_version, correlation_id, client_id })
     }
 
     /// Writes the header for `api` at this header's version.
     pub fn write(&self, w: &mut Writer, flexible: bool) {
-        let classic = Ctx {
-            version: 0,
-            flexible: false,
-        };
+        let classic = Ctx { version: 0, flexible: false };
         self.api_key.write(w, classic);
         self.api_version.write(w, classic);
         self.correlation_id.write(w, classic);
@@ -157,19 +146,9 @@ fn finish_frame(mut w: Writer) -> Vec<Bytes> {
 }
 
 /// Decodes a response frame body (after the length prefix) for `api` at `version`.
-pub fn decode_response(
-    frame: Bytes,
-    api: ApiKey,
-    version: i16,
-) -> Result<(i32, ResponseBody), DecodeError> {
+pub fn decode_response(frame: Bytes, api: ApiKey, version: i16) -> Result<(i32, ResponseBody), DecodeError> {
     let mut r = Reader::new(frame);
-    let correlation_id = i32::read(
-        &mut r,
-        Ctx {
-            version: 0,
-            flexible: false,
-        },
-    )?;
+    let correlation_id = i32::read(&mut r, Ctx { version: 0, flexible: false })?;
     if response_header_flexible(api, version) {
         skip_tagged_fields(&mut r)?;
     }

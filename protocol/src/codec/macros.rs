@@ -10,9 +10,15 @@
 //!         name: String [0..],              // present in every version
 //!         timeout_ms: i32 [1..=4] = 30000,  // versions 1 to 4, default 30000
 //!         cluster_id: Option<String> [12..] tag 0,  // tagged field 0 from v12
+//!         name: Option<String> [0..] null [10..] = Some(String::new()), // null from v10
 //!     }
 //! }
 //! ```
+//!
+//! `null [range]` marks a nullable field that Kafka allows to be null only in some of its
+//! versions. In the others a null on the wire is refused, as Kafka refuses it, and a
+//! `None` is written as empty: Kafka's clients reject a null there, so a handler cannot
+//! produce a frame the client cannot parse.
 //!
 //! Tagged fields are written only when they differ from their default, in the order
 //! declared (declare them in ascending tag order). Unknown tags are skipped on read.
@@ -27,7 +33,8 @@ macro_rules! message {
         pub struct $name:ident {
             $(
                 $(#[$fmeta:meta])*
-                $field:ident : $ty:ty [$v:expr] $(tag $tag:literal)? $(= $def:expr)?
+                $field:ident : $ty:ty [$v:expr] $(null [$nv:expr])? $(tag $tag:literal)?
+                    $(= $def:expr)?
             ),* $(,)?
         }
     )*) => {$(
@@ -54,7 +61,7 @@ macro_rules! message {
                     if $crate::message!(@tag $($tag)?).is_none()
                         && $crate::codec::in_range($v, ctx.version)
                     {
-                        s.$field = <$ty as $crate::codec::Wire>::read(r, ctx)?;
+                        s.$field = $crate::message!(@read r, ctx, $ty $(, $nv)?)?;
                     }
                 )*
                 if ctx.flexible {
@@ -81,7 +88,7 @@ macro_rules! message {
                     if $crate::message!(@tag $($tag)?).is_none()
                         && $crate::codec::in_range($v, ctx.version)
                     {
-                        $crate::codec::Wire::write(&self.$field, w, ctx);
+                        $crate::message!(@write w, ctx, &self.$field $(, $nv)?);
                     }
                 )*
                 if ctx.flexible {
@@ -113,6 +120,26 @@ macro_rules! message {
             }
         }
     )*};
+    (@read $r:ident, $ctx:ident, $ty:ty) => {
+        <$ty as $crate::codec::Wire>::read($r, $ctx)
+    };
+    (@read $r:ident, $ctx:ident, $ty:ty, $nv:expr) => {
+        if $crate::codec::in_range($nv, $ctx.version) {
+            <$ty as $crate::codec::Wire>::read($r, $ctx)
+        } else {
+            <$ty as $crate::codec::NonNull>::read_non_null($r, $ctx)
+        }
+    };
+    (@write $w:ident, $ctx:ident, $val:expr) => {
+        $crate::codec::Wire::write($val, $w, $ctx)
+    };
+    (@write $w:ident, $ctx:ident, $val:expr, $nv:expr) => {
+        if $crate::codec::in_range($nv, $ctx.version) {
+            $crate::codec::Wire::write($val, $w, $ctx)
+        } else {
+            $crate::codec::NonNull::write_non_null($val, $w, $ctx)
+        }
+    };
     (@default $ty:ty) => { <$ty as ::std::default::Default>::default() };
     (@default $ty:ty, $def:expr) => { $def };
     (@tag) => { ::std::option::Option::<u32>::None };

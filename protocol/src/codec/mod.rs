@@ -10,7 +10,7 @@ mod macros;
 mod primitives;
 mod writer;
 
-pub use primitives::Uuid;
+pub use primitives::{NonNull, Uuid};
 pub use writer::Writer;
 
 use bytes::Bytes;
@@ -28,10 +28,7 @@ pub struct Ctx {
 impl Ctx {
     /// A context for `version` of an API whose first flexible version is `flexible_from`.
     pub fn new(version: i16, flexible_from: i16) -> Ctx {
-        Ctx {
-            version,
-            flexible: version >= flexible_from,
-        }
+        Ctx { version, flexible: version >= flexible_from }
     }
 }
 
@@ -40,9 +37,7 @@ impl Ctx {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// The message ended before a field that its version requires.
-    #[error(
-        "unexpected end of message while reading {what}: needed {needed} bytes, {remaining} left"
-    )]
+    #[error("unexpected end of message while reading {what}: needed {needed} bytes, {remaining} left")]
     Truncated {
         /// What was being read.
         what: &'static str,
@@ -120,11 +115,7 @@ impl Reader {
     /// Consumes exactly `n` bytes as a zero-copy slice.
     pub fn take(&mut self, n: usize, what: &'static str) -> Result<Bytes, DecodeError> {
         if n > self.remaining() {
-            return Err(DecodeError::Truncated {
-                what,
-                needed: n,
-                remaining: self.remaining(),
-            });
+            return Err(DecodeError::Truncated { what, needed: n, remaining: self.remaining() });
         }
         let out = self.buf.slice(self.pos..self.pos + n);
         self.pos += n;
@@ -134,11 +125,7 @@ impl Reader {
     /// Consumes exactly `N` bytes into an array.
     pub fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], DecodeError> {
         if N > self.remaining() {
-            return Err(DecodeError::Truncated {
-                what,
-                needed: N,
-                remaining: self.remaining(),
-            });
+            return Err(DecodeError::Truncated { what, needed: N, remaining: self.remaining() });
         }
         let mut out = [0u8; N];
         out.copy_from_slice(&self.buf[self.pos..self.pos + N]);
@@ -206,11 +193,7 @@ impl Reader {
         }
         let remaining = self.remaining();
         if n < 0 || (n as u64).saturating_mul(min_elem as u64) > remaining as u64 {
-            return Err(DecodeError::InvalidLength {
-                what,
-                length: n,
-                remaining,
-            });
+            return Err(DecodeError::InvalidLength { what, length: n, remaining });
         }
         Ok(Some(n as usize))
     }

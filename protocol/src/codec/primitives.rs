@@ -71,8 +71,7 @@ impl Uuid {
 impl std::fmt::Display for Uuid {
     /// Kafka prints topic ids as URL-safe base64 without padding.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        const ALPHABET: &[u8; 64] =
-            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
         let mut bits: u32 = 0;
         let mut nbits = 0;
         let mut out = String::with_capacity(22);
@@ -105,18 +104,34 @@ fn read_str(r: &mut Reader, ctx: Ctx) -> Result<Option<String>, DecodeError> {
         None => Ok(None),
         Some(n) => {
             let b = r.take(n, "string")?;
-            String::from_utf8(b.to_vec())
-                .map(Some)
-                .map_err(|_| DecodeError::InvalidUtf8)
+            String::from_utf8(b.to_vec()).map(Some).map_err(|_| DecodeError::InvalidUtf8)
         }
     }
 }
 
 fn write_str(w: &mut Writer, ctx: Ctx, s: Option<&str>) {
+    let s = s.map(|s| fit_classic(ctx, s));
     w.length(ctx.flexible, true, s.map(str::len));
     if let Some(s) = s {
         w.put_slice(s.as_bytes());
     }
+}
+
+/// A classic (non-flexible) string's length is an int16, so one longer than 32767 bytes
+/// cannot be encoded, and writing its length truncated would corrupt the rest of the
+/// frame. Kafka's Java encoder throws; ours cannot fail, so it cuts the string at the
+/// last character boundary that fits (a long config value or error message, never a
+/// name a client must match exactly: those are refused long before).
+fn fit_classic(ctx: Ctx, s: &str) -> &str {
+    const MAX: usize = i16::MAX as usize;
+    if ctx.flexible || s.len() <= MAX {
+        return s;
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 impl Wire for String {
@@ -174,13 +189,64 @@ impl Wire for Option<Bytes> {
     }
 }
 
+/// A nullable value in a version of its field that does not allow null (see
+/// `null [..]` in the `message!` macro): null is refused on read, and `None` goes out as
+/// the empty value on write.
+pub trait NonNull: Sized {
+    /// Reads a value that must not be null.
+    fn read_non_null(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError>;
+    /// Writes `self`, with `None` as empty.
+    fn write_non_null(&self, w: &mut Writer, ctx: Ctx);
+}
+
+fn null_refused(r: &Reader) -> DecodeError {
+    DecodeError::InvalidLength {
+        what: "field not nullable in this version",
+        length: -1,
+        remaining: r.remaining(),
+    }
+}
+
+impl NonNull for Option<String> {
+    fn read_non_null(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError> {
+        match read_str(r, ctx)? {
+            None => Err(null_refused(r)),
+            some => Ok(some),
+        }
+    }
+    fn write_non_null(&self, w: &mut Writer, ctx: Ctx) {
+        write_str(w, ctx, Some(self.as_deref().unwrap_or("")));
+    }
+}
+
+impl<T: Wire> NonNull for Option<Vec<T>> {
+    fn read_non_null(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError> {
+        match read_array(r, ctx)? {
+            None => Err(null_refused(r)),
+            some => Ok(some),
+        }
+    }
+    fn write_non_null(&self, w: &mut Writer, ctx: Ctx) {
+        match self {
+            Some(v) => v.write(w, ctx),
+            None => w.length(ctx.flexible, false, Some(0)),
+        }
+    }
+}
+
+/// The most memory an array decoder reserves before its elements have been read.
+const MAX_PREALLOC_BYTES: usize = 4096;
+
 fn read_array<T: Wire>(r: &mut Reader, ctx: Ctx) -> Result<Option<Vec<T>>, DecodeError> {
     match r.length(ctx, false, 1, "array")? {
         None => Ok(None),
         Some(n) => {
-            // `length` proved n <= remaining bytes, so this reservation is bounded by
-            // the frame the client actually sent.
-            let mut v = Vec::with_capacity(n);
+            // `length` proved n <= remaining bytes, but n elements can take far more
+            // memory than n bytes (a topic struct is ~70 bytes, its smallest encoding
+            // a few): reserving n up front would let a 1 MiB frame claim a 70 MiB
+            // vector. Reserve a bounded amount and let the vector grow as elements
+            // actually decode, each of which consumes input.
+            let mut v = Vec::with_capacity(n.min(MAX_PREALLOC_BYTES / size_of::<T>().max(1)));
             for _ in 0..n {
                 v.push(T::read(r, ctx)?);
             }

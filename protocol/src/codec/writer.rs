@@ -25,12 +25,7 @@ impl Writer {
 
     /// An empty writer with room for `n` bytes of small fields.
     pub fn with_capacity(n: usize) -> Writer {
-        Writer {
-            buf: BytesMut::with_capacity(n),
-            head: None,
-            chunks: Vec::new(),
-            len: 0,
-        }
+        Writer { buf: BytesMut::with_capacity(n), head: None, chunks: Vec::new(), len: 0 }
     }
 
     /// Total bytes written so far.

@@ -16,7 +16,7 @@ crate::message! {
     /// An element of `AlterConfigsResource.configs`.
     pub struct AlterableConfig {
         name: String [0..],
-        value: Option<String> [0..],
+        value: Option<String> [0..] = Some(String::new()),
     }
     /// An element of `AlterConfigsRequest.resources`.
     pub struct AlterConfigsResource {
@@ -32,7 +32,7 @@ crate::message! {
     /// An element of `AlterConfigsResponse.responses`.
     pub struct AlterConfigsResourceResponse {
         error_code: i16 [0..],
-        error_message: Option<String> [0..],
+        error_message: Option<String> [0..] = Some(String::new()),
         resource_type: i8 [0..],
         resource_name: String [0..],
     }

@@ -21,7 +21,7 @@ crate::message! {
     pub struct CreatePartitionsTopic {
         name: String [0..],
         count: i32 [0..],
-        assignments: Option<Vec<CreatePartitionsAssignment>> [0..],
+        assignments: Option<Vec<CreatePartitionsAssignment>> [0..] = Some(Vec::new()),
     }
     /// CreatePartitionsRequest, versions 0-3.
     pub struct CreatePartitionsRequest {

@@ -21,7 +21,7 @@ crate::message! {
     /// An element of `CreatableTopic.configs`.
     pub struct CreatableTopicConfig {
         name: String [0..],
-        value: Option<String> [0..],
+        value: Option<String> [0..] = Some(String::new()),
     }
     /// An element of `CreateTopicsRequest.topics`.
     pub struct CreatableTopic {
@@ -40,7 +40,7 @@ crate::message! {
     /// An element of `CreatableTopicResult.configs`.
     pub struct CreatableTopicConfigs {
         name: String [5..],
-        value: Option<String> [5..],
+        value: Option<String> [5..] = Some(String::new()),
         read_only: bool [5..],
         config_source: i8 [5..] = -1,
         is_sensitive: bool [5..],
@@ -50,11 +50,11 @@ crate::message! {
         name: String [0..],
         topic_id: Uuid [7..],
         error_code: i16 [0..],
-        error_message: Option<String> [1..],
+        error_message: Option<String> [1..] = Some(String::new()),
         topic_config_error_code: i16 [5..] tag 0,
         num_partitions: i32 [5..] = -1,
         replication_factor: i16 [5..] = -1,
-        configs: Option<Vec<CreatableTopicConfigs>> [5..],
+        configs: Option<Vec<CreatableTopicConfigs>> [5..] = Some(Vec::new()),
     }
     /// CreateTopicsResponse, versions 0-7.
     pub struct CreateTopicsResponse {

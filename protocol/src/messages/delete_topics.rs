@@ -26,7 +26,7 @@ crate::message! {
     }
     /// An element of `DeleteTopicsResponse.responses`.
     pub struct DeletableTopicResult {
-        name: Option<String> [0..],
+        name: Option<String> [0..] null [6..] = Some(String::new()),
         topic_id: Uuid [6..],
         error_code: i16 [0..],
         error_message: Option<String> [5..],

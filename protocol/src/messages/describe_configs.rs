@@ -17,7 +17,7 @@ crate::message! {
     pub struct DescribeConfigsResource {
         resource_type: i8 [0..],
         resource_name: String [0..],
-        configuration_keys: Option<Vec<String>> [0..],
+        configuration_keys: Option<Vec<String>> [0..] = Some(Vec::new()),
     }
     /// DescribeConfigsRequest, versions 0-4.
     pub struct DescribeConfigsRequest {
@@ -28,25 +28,25 @@ crate::message! {
     /// An element of `DescribeConfigsResourceResult.synonyms`.
     pub struct DescribeConfigsSynonym {
         name: String [1..],
-        value: Option<String> [1..],
+        value: Option<String> [1..] = Some(String::new()),
         source: i8 [1..],
     }
     /// An element of `DescribeConfigsResult.configs`.
     pub struct DescribeConfigsResourceResult {
         name: String [0..],
-        value: Option<String> [0..],
+        value: Option<String> [0..] = Some(String::new()),
         read_only: bool [0..],
         is_default: bool [0..=0],
         config_source: i8 [1..] = -1,
         is_sensitive: bool [0..],
         synonyms: Vec<DescribeConfigsSynonym> [1..],
         config_type: i8 [3..] = 0,
-        documentation: Option<String> [3..],
+        documentation: Option<String> [3..] = Some(String::new()),
     }
     /// An element of `DescribeConfigsResponse.results`.
     pub struct DescribeConfigsResult {
         error_code: i16 [0..],
-        error_message: Option<String> [0..],
+        error_message: Option<String> [0..] = Some(String::new()),
         resource_type: i8 [0..],
         resource_name: String [0..],
         configs: Vec<DescribeConfigsResourceResult> [0..],

@@ -85,9 +85,9 @@ crate::message! {
         diverging_epoch: EpochEndOffset [12..] tag 0,
         current_leader: LeaderIdAndEpoch [12..] tag 1,
         snapshot_id: SnapshotId [12..] tag 2,
-        aborted_transactions: Option<Vec<AbortedTransaction>> [4..],
+        aborted_transactions: Option<Vec<AbortedTransaction>> [4..] = Some(Vec::new()),
         preferred_read_replica: i32 [11..] = -1,
-        records: Option<Bytes> [0..],
+        records: Option<Bytes> [0..] = Some(Bytes::new()),
     }
     /// An element of `FetchResponse.responses`.
     pub struct FetchableTopicResponse {

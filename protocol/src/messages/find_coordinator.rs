@@ -26,13 +26,13 @@ crate::message! {
         host: String [4..],
         port: i32 [4..],
         error_code: i16 [4..],
-        error_message: Option<String> [4..],
+        error_message: Option<String> [4..] = Some(String::new()),
     }
     /// FindCoordinatorResponse, versions 0-6.
     pub struct FindCoordinatorResponse {
         throttle_time_ms: i32 [1..],
         error_code: i16 [0..=3],
-        error_message: Option<String> [1..=3],
+        error_message: Option<String> [1..=3] = Some(String::new()),
         node_id: i32 [0..=3],
         host: String [0..=3],
         port: i32 [0..=3],

@@ -17,7 +17,7 @@ crate::message! {
     pub struct AlterableConfig {
         name: String [0..],
         config_operation: i8 [0..],
-        value: Option<String> [0..],
+        value: Option<String> [0..] = Some(String::new()),
     }
     /// An element of `IncrementalAlterConfigsRequest.resources`.
     pub struct AlterConfigsResource {
@@ -33,7 +33,7 @@ crate::message! {
     /// An element of `IncrementalAlterConfigsResponse.responses`.
     pub struct AlterConfigsResourceResponse {
         error_code: i16 [0..],
-        error_message: Option<String> [0..],
+        error_message: Option<String> [0..] = Some(String::new()),
         resource_type: i8 [0..],
         resource_name: String [0..],
     }

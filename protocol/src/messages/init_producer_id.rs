@@ -15,7 +15,7 @@ pub const FLEXIBLE_FROM: i16 = 2;
 crate::message! {
     /// InitProducerIdRequest, versions 0-5.
     pub struct InitProducerIdRequest {
-        transactional_id: Option<String> [0..],
+        transactional_id: Option<String> [0..] = Some(String::new()),
         transaction_timeout_ms: i32 [0..],
         producer_id: i64 [3..] = -1,
         producer_epoch: i16 [3..] = -1,

@@ -41,7 +41,7 @@ crate::message! {
         error_code: i16 [0..],
         generation_id: i32 [0..] = -1,
         protocol_type: Option<String> [7..],
-        protocol_name: Option<String> [0..],
+        protocol_name: Option<String> [0..] null [7..] = Some(String::new()),
         leader: String [0..],
         skip_assignment: bool [9..] = false,
         member_id: String [0..],

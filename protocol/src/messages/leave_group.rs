@@ -28,7 +28,7 @@ crate::message! {
     /// An element of `LeaveGroupResponse.members`.
     pub struct MemberResponse {
         member_id: String [3..],
-        group_instance_id: Option<String> [3..],
+        group_instance_id: Option<String> [3..] = Some(String::new()),
         error_code: i16 [3..],
     }
     /// LeaveGroupResponse, versions 0-5.

@@ -16,11 +16,11 @@ crate::message! {
     /// An element of `MetadataRequest.topics`.
     pub struct MetadataRequestTopic {
         topic_id: Uuid [10..],
-        name: Option<String> [0..],
+        name: Option<String> [0..] null [10..] = Some(String::new()),
     }
     /// MetadataRequest, versions 0-12.
     pub struct MetadataRequest {
-        topics: Option<Vec<MetadataRequestTopic>> [0..],
+        topics: Option<Vec<MetadataRequestTopic>> [0..] null [1..] = Some(Vec::new()),
         allow_auto_topic_creation: bool [4..] = true,
         include_cluster_authorized_operations: bool [8..=10],
         include_topic_authorized_operations: bool [8..],
@@ -45,7 +45,7 @@ crate::message! {
     /// An element of `MetadataResponse.topics`.
     pub struct MetadataResponseTopic {
         error_code: i16 [0..],
-        name: Option<String> [0..],
+        name: Option<String> [0..] null [12..] = Some(String::new()),
         topic_id: Uuid [10..],
         is_internal: bool [1..] = false,
         partitions: Vec<MetadataResponsePartition> [0..],

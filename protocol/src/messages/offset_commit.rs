@@ -19,7 +19,7 @@ crate::message! {
         committed_offset: i64 [0..],
         committed_leader_epoch: i32 [6..] = -1,
         commit_timestamp: i64 [1..=1] = -1,
-        committed_metadata: Option<String> [0..],
+        committed_metadata: Option<String> [0..] = Some(String::new()),
     }
     /// An element of `OffsetCommitRequest.topics`.
     pub struct OffsetCommitRequestTopic {

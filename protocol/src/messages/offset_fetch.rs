@@ -28,12 +28,12 @@ crate::message! {
         group_id: String [8..],
         member_id: Option<String> [9..],
         member_epoch: i32 [9..] = -1,
-        topics: Option<Vec<OffsetFetchRequestTopics>> [8..],
+        topics: Option<Vec<OffsetFetchRequestTopics>> [8..] = Some(Vec::new()),
     }
     /// OffsetFetchRequest, versions 0-9.
     pub struct OffsetFetchRequest {
         group_id: String [0..=7],
-        topics: Option<Vec<OffsetFetchRequestTopic>> [0..=7],
+        topics: Option<Vec<OffsetFetchRequestTopic>> [0..=7] null [2..=7] = Some(Vec::new()),
         groups: Vec<OffsetFetchRequestGroup> [8..],
         require_stable: bool [7..] = false,
     }
@@ -42,7 +42,7 @@ crate::message! {
         partition_index: i32 [0..=7],
         committed_offset: i64 [0..=7],
         committed_leader_epoch: i32 [5..=7] = -1,
-        metadata: Option<String> [0..=7],
+        metadata: Option<String> [0..=7] = Some(String::new()),
         error_code: i16 [0..=7],
     }
     /// An element of `OffsetFetchResponse.topics`.
@@ -55,7 +55,7 @@ crate::message! {
         partition_index: i32 [8..],
         committed_offset: i64 [8..],
         committed_leader_epoch: i32 [8..] = -1,
-        metadata: Option<String> [8..],
+        metadata: Option<String> [8..] = Some(String::new()),
         error_code: i16 [8..],
     }
     /// An element of `OffsetFetchResponseGroup.topics`.

@@ -16,7 +16,7 @@ crate::message! {
     /// An element of `TopicProduceData.partition_data`.
     pub struct PartitionProduceData {
         index: i32 [0..],
-        records: Option<Bytes> [0..],
+        records: Option<Bytes> [0..] = Some(Bytes::new()),
     }
     /// An element of `ProduceRequest.topic_data`.
     pub struct TopicProduceData {

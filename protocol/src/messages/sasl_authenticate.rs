@@ -20,7 +20,7 @@ crate::message! {
     /// SaslAuthenticateResponse, versions 0-2.
     pub struct SaslAuthenticateResponse {
         error_code: i16 [0..],
-        error_message: Option<String> [0..],
+        error_message: Option<String> [0..] = Some(String::new()),
         auth_bytes: Bytes [0..],
         session_lifetime_ms: i64 [1..] = 0,
     }

@@ -18,7 +18,7 @@ crate::message! {
         partition_index: i32 [0..],
         committed_offset: i64 [0..],
         committed_leader_epoch: i32 [2..] = -1,
-        committed_metadata: Option<String> [0..],
+        committed_metadata: Option<String> [0..] = Some(String::new()),
     }
     /// An element of `TxnOffsetCommitRequest.topics`.
     pub struct TxnOffsetCommitRequestTopic {
