@@ -461,9 +461,7 @@ impl ErrorCode {
             ErrorCode::InvalidTransactionTimeout => "INVALID_TRANSACTION_TIMEOUT",
             ErrorCode::ConcurrentTransactions => "CONCURRENT_TRANSACTIONS",
             ErrorCode::TransactionCoordinatorFenced => "TRANSACTION_COORDINATOR_FENCED",
-            ErrorCode::TransactionalIdAuthorizationFailed => {
-                "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
-            }
+            ErrorCode::TransactionalIdAuthorizationFailed => "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
             ErrorCode::SecurityDisabled => "SECURITY_DISABLED",
             ErrorCode::OperationNotAttempted => "OPERATION_NOT_ATTEMPTED",
             ErrorCode::KafkaStorageError => "KAFKA_STORAGE_ERROR",
@@ -475,9 +473,7 @@ impl ErrorCode {
             ErrorCode::DelegationTokenNotFound => "DELEGATION_TOKEN_NOT_FOUND",
             ErrorCode::DelegationTokenOwnerMismatch => "DELEGATION_TOKEN_OWNER_MISMATCH",
             ErrorCode::DelegationTokenRequestNotAllowed => "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED",
-            ErrorCode::DelegationTokenAuthorizationFailed => {
-                "DELEGATION_TOKEN_AUTHORIZATION_FAILED"
-            }
+            ErrorCode::DelegationTokenAuthorizationFailed => "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
             ErrorCode::DelegationTokenExpired => "DELEGATION_TOKEN_EXPIRED",
             ErrorCode::InvalidPrincipalType => "INVALID_PRINCIPAL_TYPE",
             ErrorCode::NonEmptyGroup => "NON_EMPTY_GROUP",

@@ -343,11 +343,11 @@ impl RecordBatch {
     }
     /// Offset of the last record: `base_offset + last_offset_delta`.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset() + i64::from(self.last_offset_delta())
+        self.base_offset().wrapping_add(i64::from(self.last_offset_delta()))
     }
     /// Offset the next batch should start at.
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().wrapping_add(1)
     }
     /// Sequence number of the last record, wrapping at i32::MAX as Kafka does, or -1.
     pub fn last_sequence(&self) -> i32 {

@@ -161,7 +161,7 @@ impl RecordBatchBuilder {
         self.max_timestamp =
             if self.count == 0 { record.timestamp } else { self.max_timestamp.max(record.timestamp) };
         self.count = next_count;
-        Ok(self.base_offset + i64::from(offset_delta))
+        Ok(self.base_offset.wrapping_add(i64::from(offset_delta)))
     }
 
     /// Encodes the batch: compresses the records, writes the header and the CRC.
