@@ -81,7 +81,8 @@ cleanup() {
 trap cleanup EXIT
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
-calc() { awk "BEGIN { printf \"%.4g\", $* }"; }
+# calc EXPR: evaluates with awk; 4 significant digits, whole numbers from 1000 up.
+calc() { awk "BEGIN { v = $*; if (v >= 1000 || v <= -1000) printf \"%.0f\", v; else printf \"%.4g\", v }"; }
 CLK_TCK=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
@@ -89,6 +90,7 @@ status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 # ---------------------------------------------------------------------------------------
 # Machine limits
 # ---------------------------------------------------------------------------------------
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 log "measuring loopback TCP bandwidth"
 LOOPBACK_SAMPLES=()
 for _ in $(seq "$RUNS"); do
@@ -216,6 +218,7 @@ row() { printf '%-34s %10s %8s   %-22s %s\n' "$@"; }
 echo
 echo "Machine: $(nproc) cores, loopback $(calc "$LOOPBACK") MB/s, sequential write $(calc "$DISK") MB/s (medians of $RUNS)"
 echo "Latency floor: a null server offered ${LATENCY_MBPS} MB/s over loopback answers with p99 $(calc "$FLOOR_P99") ms"
+echo "Load average (1, 5, 15 min) at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "Workloads: ${RECORD_SIZE}-byte records, acks=1, one partition, ${DURATION}s per run, $RUNS runs, medians"
 SUMMARY="{}"
 for label in "${LABELS[@]}"; do

@@ -127,10 +127,15 @@ fi
     --record-size 16 --quiet >/dev/null
 
 log "rdkafka_performance produce: $RECORDS x ${RECORD_SIZE} B, acks=1, partition 0"
-# -X linger.ms=5 and batch.size as in compare.sh's strata-perf produce workload.
+# linger.ms and batch.size as in compare.sh's strata-perf produce workload. -u prints a
+# table; its last row is the final tally (MB = 10^6 bytes, as strata-perf reports).
 "$BIN" -P -t "$TOPIC" -p 0 -b "$BOOTSTRAP" -s "$RECORD_SIZE" -c "$RECORDS" -a 1 -u \
-    -X linger.ms=5 -X batch.size=131072 -X api.version.request=true 2>&1 | grep -v CONFWARN | tail -6
+    -X linger.ms=5 -X batch.size=131072 >"$WORK/produce.out" 2>&1 || { cat "$WORK/produce.out" >&2; exit 1; }
+grep -E '^\| +[0-9]' "$WORK/produce.out" | tail -1 | awk -F'|' \
+    '{printf "rdkafka_performance produce: %d records delivered in %.2f s: %.0f records/s, %.2f MB/s\n", $6, $2/1000, $7, $8}'
 
 log "rdkafka_performance consume: $RECORDS records from the start of partition 0"
 "$BIN" -C -t "$TOPIC" -p 0 -b "$BOOTSTRAP" -o beginning -c "$RECORDS" -u \
-    -X api.version.request=true 2>&1 | grep -v CONFWARN | tail -6
+    >"$WORK/consume.out" 2>&1 || { cat "$WORK/consume.out" >&2; exit 1; }
+grep -E '^\| +[0-9]' "$WORK/consume.out" | tail -1 | awk -F'|' \
+    '{printf "rdkafka_performance consume: %d records in %.2f s: %.0f records/s, %.2f MB/s\n", $3, $2/1000, $6, $7}'
