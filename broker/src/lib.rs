@@ -17,6 +17,7 @@ pub mod producer_ids;
 pub mod replica;
 pub mod server;
 pub mod topics;
+pub mod txn;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;
