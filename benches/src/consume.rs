@@ -52,6 +52,9 @@ pub struct StopWhen {
     pub until: Option<Instant>,
     /// End offset per partition: a partition is done once read up to it.
     pub end_offsets: Option<Vec<i64>>,
+    /// Give up when no record arrives for this long (a --records count larger than
+    /// the topic would otherwise wait forever); `None` waits.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl StopWhen {
@@ -140,8 +143,19 @@ impl Fetcher {
     }
 
     async fn run(mut self) -> Result<()> {
+        let mut last_progress = (self.meter.records(), Instant::now());
         loop {
             if self.stop.reached(&self.meter) {
+                return Ok(());
+            }
+            let seen = self.meter.records();
+            if seen != last_progress.0 {
+                last_progress = (seen, Instant::now());
+            } else if self.stop.idle_timeout.is_some_and(|t| last_progress.1.elapsed() >= t) {
+                eprintln!(
+                    "note: no record arrived for {:?}; stopping",
+                    self.stop.idle_timeout.unwrap_or_default()
+                );
                 return Ok(());
             }
             let partitions = self.wanted();

@@ -19,6 +19,8 @@ use crate::stats::{Meter, Summary};
 
 /// Default length of a run given neither --records nor --duration.
 const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+/// How long a consumer waits for records that do not come before it stops.
+const CONSUME_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long end-to-end consumers may trail the producers before records count as
 /// lost.
 const E2E_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -169,7 +171,7 @@ fn settings_json(opts: &ProducerOpts, layout: &TopicLayout) -> Json {
 fn outcome(summaries: &[&Summary], json: Json, lost: u64) -> Outcome {
     let mut text: Vec<String> = summaries.iter().map(|s| s.to_text()).collect();
     if lost > 0 {
-        text.push(format!("{lost} acknowledged records were not consumed"));
+        text.push(format!("{lost} expected records were not consumed"));
     }
     Outcome { text: text.join("\n"), json, ok: lost == 0 && summaries.iter().all(|s| s.error_records == 0) }
 }
@@ -239,6 +241,7 @@ pub async fn consume(cmd: ConsumeCmd) -> Result<Outcome> {
             _ => None,
         },
         end_offsets,
+        idle_timeout: Some(CONSUME_IDLE_TIMEOUT),
     });
     let settings = consumer_settings(&common, &consumer, &negotiated, false);
     let progress = spawn_progress(vec![meter.clone()], start, common.quiet);
@@ -252,7 +255,11 @@ pub async fn consume(cmd: ConsumeCmd) -> Result<Outcome> {
         .with("mode", "consume")
         .with("topic", common.topic.as_str())
         .with("partitions", layout.partition_count());
-    Ok(outcome(&[&summary], json, 0))
+    let missing = match limit {
+        Limit::Records(n) => n.saturating_sub(summary.records),
+        _ => 0,
+    };
+    Ok(outcome(&[&summary], json, missing))
 }
 
 /// `strata-perf end-to-end`.
@@ -279,7 +286,10 @@ pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
     let offsets = cluster::list_offsets(&layout, negotiated.list_offsets, &common.client_id, LATEST).await?;
     let produced = Arc::new(Meter::new("produce"));
     let consumed = Arc::new(Meter::new("end-to-end"));
-    let stop = Arc::new(StopWhen { records: u64::MAX.into(), until: None, end_offsets: None });
+    // No idle timeout: producers may pause (a slow start, a low rate); the drain
+    // timeout below bounds the wait once they are done.
+    let stop =
+        Arc::new(StopWhen { records: u64::MAX.into(), until: None, end_offsets: None, idle_timeout: None });
     let consumers = tokio::spawn(consume::run(
         consumer_settings(&common, &consumer, &negotiated, true),
         layout.clone(),

@@ -1,6 +1,7 @@
 //! `strata-perf`: load generator for Kafka-compatible brokers. See `strata-perf --help`
 //! and BENCHMARKS.md.
 
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -69,11 +70,13 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             Mode::Loopback(_) => unreachable!("handled above"),
         }
     })?;
+    // A closed stdout (`| head`) is not an error worth a panic.
+    let mut stdout = std::io::stdout();
     if json {
         eprintln!("{}", outcome.text);
-        println!("{}", outcome.json);
+        let _ = writeln!(stdout, "{}", outcome.json);
     } else {
-        println!("{}", outcome.text);
+        let _ = writeln!(stdout, "{}", outcome.text);
     }
     Ok(if outcome.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
