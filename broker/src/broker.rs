@@ -95,6 +95,7 @@ pub struct Broker {
     pub producer_ids: crate::producer_ids::ProducerIdManager,
     bound_ports: Mutex<HashMap<String, u16>>,
     groups: std::sync::OnceLock<crate::group_service::GroupService>,
+    transactions: std::sync::OnceLock<crate::txn_service::TxnService>,
 }
 
 impl Broker {
@@ -127,12 +128,18 @@ impl Broker {
             producer_ids,
             bound_ports: Mutex::new(HashMap::new()),
             groups: std::sync::OnceLock::new(),
+            transactions: std::sync::OnceLock::new(),
         }))
     }
 
     /// The group coordinator; started on first use (needs a Tokio runtime).
     pub fn groups(self: &Arc<Self>) -> &crate::group_service::GroupService {
         self.groups.get_or_init(|| crate::group_service::GroupService::start(self))
+    }
+
+    /// The transaction coordinator; started on first use (needs a Tokio runtime).
+    pub fn transactions(self: &Arc<Self>) -> &crate::txn_service::TxnService {
+        self.transactions.get_or_init(|| crate::txn_service::TxnService::start(self))
     }
 
     /// Records the port a listener actually bound (for `port 0` in tests).

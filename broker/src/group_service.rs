@@ -56,6 +56,7 @@ enum Command {
     Call { meta: RequestMeta, request: Box<GroupRequest>, reply: oneshot::Sender<ResponseBody> },
     EnsureTopic { reply: oneshot::Sender<Result<(), ErrorCode>> },
     TopicsDeleted(Vec<String>),
+    TransactionCompleted { partition: i32, producer_id: i64, commit: bool },
 }
 
 /// Handle to the group coordinator task.
@@ -70,6 +71,9 @@ impl std::fmt::Debug for Command {
             Command::Call { meta, .. } => write!(f, "Call({:?})", meta.token),
             Command::EnsureTopic { .. } => f.write_str("EnsureTopic"),
             Command::TopicsDeleted(t) => write!(f, "TopicsDeleted({t:?})"),
+            Command::TransactionCompleted { producer_id, .. } => {
+                write!(f, "TransactionCompleted({producer_id})")
+            }
         }
     }
 }
@@ -135,6 +139,19 @@ impl GroupService {
         }
     }
 
+    /// A transaction marker was written to `partition` of `__consumer_offsets`: the
+    /// producer's pending transactional offsets there become committed or are dropped.
+    pub fn transaction_completed(&self, partition: i32, producer_id: i64, commit: bool) {
+        let command = Command::TransactionCompleted { partition, producer_id, commit };
+        if self.tx.try_send(command).is_err() {
+            tracing::error!(
+                partition,
+                producer_id,
+                "group coordinator queue full: transaction outcome not applied"
+            );
+        }
+    }
+
     /// Sends `request` to the coordinator and waits for its answer (JoinGroup may wait
     /// for a whole rebalance).
     pub async fn call(&self, meta: RequestMeta, request: GroupRequest) -> Option<ResponseBody> {
@@ -181,6 +198,9 @@ impl Task {
         match command {
             Command::EnsureTopic { reply } => {
                 let _ = reply.send(self.load(&broker));
+            }
+            Command::TransactionCompleted { partition, producer_id, commit } => {
+                let _ = (partition, producer_id, commit);
             }
             Command::TopicsDeleted(topics) => {
                 if self.loaded {
@@ -251,8 +271,8 @@ impl Task {
             actions.extend(self.coordinator.begin_load(partition, now));
             let c = &mut self.coordinator;
             let mut bad = 0usize;
-            internal_topics::replay(broker, CONSUMER_OFFSETS, partition, |key, value| {
-                if c.replay(partition, key, value).is_err() {
+            internal_topics::replay(broker, CONSUMER_OFFSETS, partition, |batch, key, value| {
+                if !batch.is_control && !batch.is_transactional && c.replay(partition, key, value).is_err() {
                     bad += 1;
                 }
             })?;

@@ -61,13 +61,27 @@ pub fn append(
     Ok(())
 }
 
-/// Calls `f(key, value)` for every record of `topic`-`partition` from its log start to
-/// its high watermark, in offset order. Control batches are skipped.
+/// What a replayed record's batch says about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchContext {
+    /// Producer id of the batch (-1 for plain coordinator writes).
+    pub producer_id: i64,
+    /// Producer epoch of the batch.
+    pub producer_epoch: i16,
+    /// True for records written inside a transaction.
+    pub is_transactional: bool,
+    /// True for a control batch (transaction marker): key and value are the control
+    /// record's.
+    pub is_control: bool,
+}
+
+/// Calls `f(batch, key, value)` for every keyed record of `topic`-`partition` from its
+/// log start to its high watermark, in offset order, control records included.
 pub fn replay(
     broker: &Arc<Broker>,
     topic: &str,
     partition: i32,
-    mut f: impl FnMut(Bytes, Option<Bytes>),
+    mut f: impl FnMut(BatchContext, Bytes, Option<Bytes>),
 ) -> Result<(), ErrorCode> {
     let Some(p) = broker.replicas.get(topic, partition) else {
         return Err(ErrorCode::NotCoordinator);
@@ -76,20 +90,24 @@ pub fn replay(
     let mut offset = p.log.log_start_offset();
     let end = p.high_watermark();
     while offset < end {
-        let info = p.read(offset, 1 << 20, true).map_err(|e| crate::errors::storage_error_code(&e))?;
+        let info = p.read(offset, 1 << 20, true, false).map_err(|e| crate::errors::storage_error_code(&e))?;
         let data = info.records.read_bytes().map_err(|_| ErrorCode::KafkaStorageError)?;
         if data.is_empty() {
             break;
         }
         for batch in RecordBatches::new(data) {
             let batch: RecordBatch = batch.map_err(|_| ErrorCode::CorruptMessage)?;
-            if !batch.is_control() {
-                for record in batch.records(max_uncompressed).map_err(|_| ErrorCode::CorruptMessage)? {
-                    let record = record.map_err(|_| ErrorCode::CorruptMessage)?;
-                    if record.offset >= offset {
-                        if let Some(key) = record.key {
-                            f(key, record.value);
-                        }
+            let context = BatchContext {
+                producer_id: batch.producer_id(),
+                producer_epoch: batch.producer_epoch(),
+                is_transactional: batch.is_transactional(),
+                is_control: batch.is_control(),
+            };
+            for record in batch.records(max_uncompressed).map_err(|_| ErrorCode::CorruptMessage)? {
+                let record = record.map_err(|_| ErrorCode::CorruptMessage)?;
+                if record.offset >= offset {
+                    if let Some(key) = record.key {
+                        f(context, key, record.value);
                     }
                 }
             }

@@ -13,11 +13,13 @@ pub mod group;
 pub mod group_service;
 pub mod handlers;
 mod internal_topics;
+pub mod markers;
 pub mod producer_ids;
 pub mod replica;
 pub mod server;
 pub mod topics;
 pub mod txn;
+pub mod txn_service;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

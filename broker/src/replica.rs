@@ -69,10 +69,25 @@ impl Partition {
         self.high_watermark.fetch_max(offset, Ordering::AcqRel);
     }
 
+    /// The last stable offset: below it no transaction is open, and it never exceeds
+    /// the high watermark (LSO <= HW <= LEO).
+    pub fn last_stable_offset(&self) -> i64 {
+        let lso = self.log.last_stable_offset().min(self.high_watermark());
+        debug_assert!(lso >= self.log.log_start_offset().min(self.high_watermark()));
+        lso
+    }
+
     /// Reads whole batches from `offset` for a consumer: nothing at or above the high
-    /// watermark.
-    pub fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<LogReadInfo, StorageError> {
-        self.log.read(offset, max_bytes, self.high_watermark(), min_one)
+    /// watermark (`read_committed`: the last stable offset).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        read_committed: bool,
+    ) -> Result<LogReadInfo, StorageError> {
+        let upper = if read_committed { self.last_stable_offset() } else { self.high_watermark() };
+        self.log.read(offset, max_bytes, upper, min_one)
     }
 
     /// After truncation (DeleteRecords does not truncate; replication will) the high

@@ -55,6 +55,7 @@ pub async fn start(broker: Arc<Broker>) -> std::io::Result<RunningServer> {
     // Start the group coordinator now so an existing __consumer_offsets is loaded
     // before clients ask for their offsets.
     broker.groups();
+    broker.transactions();
     Ok(RunningServer { local_addrs, shutdown, tasks, broker })
 }
 

@@ -11,7 +11,9 @@ use crate::errors::storage_error_code;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
-use strata_protocol::messages::fetch::{FetchRequest, FetchResponse, FetchableTopicResponse, PartitionData};
+use strata_protocol::messages::fetch::{
+    AbortedTransaction, FetchRequest, FetchResponse, FetchableTopicResponse, PartitionData,
+};
 use strata_protocol::ErrorCode;
 
 /// Handles a Fetch request.
@@ -73,21 +75,27 @@ fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResp
                 (Some(_), None) => pd.error_code = ErrorCode::UnknownTopicOrPartition.code(),
                 (Some(_), Some(p)) => {
                     let epoch = p.leader_epoch();
+                    let read_committed = request.isolation_level == 1;
                     pd.high_watermark = p.high_watermark();
-                    pd.last_stable_offset = pd.high_watermark;
+                    pd.last_stable_offset = p.last_stable_offset();
                     pd.log_start_offset = p.log.log_start_offset();
-                    if request.isolation_level == 1 {
-                        pd.aborted_transactions = Some(Vec::new());
-                    }
                     if fp.current_leader_epoch >= 0 && fp.current_leader_epoch > epoch {
                         pd.error_code = ErrorCode::UnknownLeaderEpoch.code();
                     } else if fp.current_leader_epoch >= 0 && fp.current_leader_epoch < epoch {
                         pd.error_code = ErrorCode::FencedLeaderEpoch.code();
                     } else {
                         let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
-                        match p.read(fp.fetch_offset, limit, total == 0) {
+                        match p.read(fp.fetch_offset, limit, total == 0, read_committed) {
                             Ok(info) => match info.records.read_bytes() {
                                 Ok(data) => {
+                                    if read_committed {
+                                        pd.aborted_transactions = aborted(
+                                            &p,
+                                            fp.fetch_offset,
+                                            pd.last_stable_offset,
+                                            !data.is_empty(),
+                                        );
+                                    }
                                     remaining = remaining.saturating_sub(data.len());
                                     total += data.len();
                                     pd.records = Some(data);
@@ -112,4 +120,28 @@ fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResp
         });
     }
     (FetchResponse { responses, ..Default::default() }, total, any_error)
+}
+
+/// The aborted transactions a `read_committed` consumer must skip in the fetched range
+/// (Kafka sends null when the fetch returned no data).
+fn aborted(
+    p: &crate::replica::Partition,
+    from: i64,
+    upper: i64,
+    has_data: bool,
+) -> Option<Vec<AbortedTransaction>> {
+    if !has_data {
+        return None;
+    }
+    match p.log.aborted_transactions(from, upper) {
+        Ok(list) => Some(
+            list.into_iter()
+                .map(|a| AbortedTransaction { producer_id: a.producer_id, first_offset: a.first_offset })
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::error!(topic = %p.topic, partition = p.index, error = %e, "aborted transactions lookup failed");
+            Some(Vec::new())
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! FindCoordinator (10): every coordinator lives on this node. Group keys make sure
-//! `__consumer_offsets` exists and is loaded before answering, so the client's next
-//! request finds a ready coordinator. Batched keys from v4 (KIP-699).
+//! `__consumer_offsets` exists and is loaded before answering (transaction keys:
+//! `__transaction_state`), so the client's next request finds a ready coordinator.
+//! Batched keys from v4 (KIP-699).
 
 use crate::broker::Broker;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ pub async fn handle(
     let node = broker.config.node_id;
     let error = match request.key_type {
         GROUP => broker.groups().ensure_topic().await.err(),
-        TRANSACTION => Some(ErrorCode::CoordinatorNotAvailable),
+        TRANSACTION => broker.transactions().ensure_topic().await.err(),
         _ => Some(ErrorCode::InvalidRequest),
     };
     let coordinators: Vec<Coordinator> = keys

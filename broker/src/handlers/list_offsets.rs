@@ -45,6 +45,7 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsRespon
                         return r;
                     }
                     match lp.timestamp {
+                        LATEST if request.isolation_level == 1 => r.offset = p.last_stable_offset(),
                         LATEST => r.offset = p.high_watermark(),
                         EARLIEST | EARLIEST_LOCAL => r.offset = p.log.log_start_offset(),
                         MAX_TIMESTAMP => match p.log.max_timestamp() {

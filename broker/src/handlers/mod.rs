@@ -16,6 +16,7 @@ mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod transactions;
 
 pub use produce::now_ms;
 
@@ -66,6 +67,13 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::DescribeGroups, min: 0, max: 5 },
     Served { api: ApiKey::DeleteGroups, min: 0, max: 2 },
     Served { api: ApiKey::OffsetDelete, min: 0, max: 0 },
+    Served { api: ApiKey::AddPartitionsToTxn, min: 0, max: 3 },
+    Served { api: ApiKey::AddOffsetsToTxn, min: 0, max: 3 },
+    Served { api: ApiKey::EndTxn, min: 0, max: 3 },
+    Served { api: ApiKey::WriteTxnMarkers, min: 0, max: 1 },
+    Served { api: ApiKey::DescribeProducers, min: 0, max: 0 },
+    Served { api: ApiKey::DescribeTransactions, min: 0, max: 0 },
+    Served { api: ApiKey::ListTransactions, min: 0, max: 1 },
 ];
 
 /// The served range of `api`, if served.
@@ -130,7 +138,20 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, peer: std::net::So
         RequestBody::AlterConfigs(r) => admin_configs::alter(broker, r).into(),
         RequestBody::IncrementalAlterConfigs(r) => admin_configs::incremental_alter(broker, r).into(),
         RequestBody::DescribeCluster(r) => describe_cluster::handle(broker, r).into(),
-        RequestBody::InitProducerId(r) => init_producer_id::handle(broker, r).into(),
+        RequestBody::InitProducerId(r) if r.transactional_id.as_deref().is_none_or(str::is_empty) => {
+            init_producer_id::handle(broker, r).into()
+        }
+        body @ (RequestBody::InitProducerId(_)
+        | RequestBody::AddPartitionsToTxn(_)
+        | RequestBody::AddOffsetsToTxn(_)
+        | RequestBody::EndTxn(_)
+        | RequestBody::DescribeTransactions(_)
+        | RequestBody::ListTransactions(_)) => match transactions::coordinator(broker, version, body).await {
+            Some(response) => response,
+            None => return Outcome::Close,
+        },
+        RequestBody::WriteTxnMarkers(r) => transactions::write_txn_markers(broker, r).into(),
+        RequestBody::DescribeProducers(r) => transactions::describe_producers(broker, r).into(),
         RequestBody::FindCoordinator(r) => find_coordinator::handle(broker, version, r).await.into(),
         body @ (RequestBody::JoinGroup(_)
         | RequestBody::SyncGroup(_)

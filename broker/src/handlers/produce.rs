@@ -8,10 +8,13 @@
 
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
+use crate::txn::{verification_error_for_client, TopicPartition};
+use std::collections::HashMap;
 use std::sync::Arc;
 use strata_protocol::messages::produce::{
     PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
 };
+use strata_protocol::records::RecordBatch;
 use strata_protocol::ErrorCode;
 
 /// What to send back.
@@ -41,10 +44,14 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         Some((ErrorCode::UnsupportedVersion, "Produce v0-2 are not supported; use v3 or later"))
     } else if !matches!(acks, -1..=1) {
         Some((ErrorCode::InvalidRequiredAcks, "acks must be -1, 0 or 1"))
-    } else if request.transactional_id.is_some() {
-        Some((ErrorCode::TransactionalIdAuthorizationFailed, "transactions are not supported yet"))
     } else {
         None
+    };
+    let refused = match (&refuse, request.transactional_id.as_deref()) {
+        (None, Some(txn_id)) if !txn_id.is_empty() => {
+            verify_transactional(broker, version, txn_id, &request).await
+        }
+        _ => HashMap::new(),
     };
     let now = now_ms();
     let mut any_error = false;
@@ -55,9 +62,10 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         let meta = broker.topics.get(&topic.name);
         for pd in topic.partition_data {
             let mut r = PartitionProduceResponse { index: pd.index, base_offset: -1, ..Default::default() };
-            let outcome = match refuse {
-                Some((code, message)) => Err((code, Some(message.to_string()))),
-                None => append(broker, meta.as_deref(), &topic.name, pd.index, pd.records, acks, now),
+            let outcome = match (refuse, refused.get(&(topic.name.clone(), pd.index))) {
+                (Some((code, message)), _) => Err((code, Some(message.to_string()))),
+                (None, Some(&code)) => Err((code, Some(format!("{} for this transaction", code.name())))),
+                (None, None) => append(broker, meta.as_deref(), &topic.name, pd.index, pd.records, acks, now),
             };
             match outcome {
                 Ok((base_offset, log_append_time, log_start_offset)) => {
@@ -86,6 +94,53 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
 }
 
 type Appended = (i64, i64, i64);
+
+/// KIP-890 part 1: a transactional produce may only write to partitions the transaction
+/// coordinator has added to the producer's ongoing transaction, so a late request of an
+/// earlier transaction cannot land in a later one. Returns the partitions to refuse.
+async fn verify_transactional(
+    broker: &Arc<Broker>,
+    version: i16,
+    transactional_id: &str,
+    request: &ProduceRequest,
+) -> HashMap<(String, i32), ErrorCode> {
+    let mut refused = HashMap::new();
+    let mut producer: Option<(i64, i16)> = None;
+    let mut partitions = Vec::new();
+    for topic in &request.topic_data {
+        for pd in &topic.partition_data {
+            let header = pd.records.as_ref().and_then(|r| RecordBatch::parse(r).ok());
+            match header {
+                Some(batch) if batch.is_transactional() && batch.producer_id() >= 0 => {
+                    let this = (batch.producer_id(), batch.producer_epoch());
+                    if producer.is_some_and(|p| p != this) {
+                        refused.insert((topic.name.clone(), pd.index), ErrorCode::InvalidRequest);
+                        continue;
+                    }
+                    producer = Some(this);
+                    partitions.push(TopicPartition::new(topic.name.clone(), pd.index));
+                }
+                _ => {
+                    // A transactional request must carry transactional batches.
+                    refused.insert((topic.name.clone(), pd.index), ErrorCode::InvalidRecord);
+                }
+            }
+        }
+    }
+    let Some((producer_id, producer_epoch)) = producer else {
+        return refused;
+    };
+    let results = broker
+        .transactions()
+        .verify(transactional_id.to_string(), producer_id, producer_epoch, partitions)
+        .await;
+    for (tp, code) in results {
+        if code != ErrorCode::None {
+            refused.insert((tp.topic, tp.partition), verification_error_for_client(code, version > 10));
+        }
+    }
+    refused
+}
 
 fn append(
     broker: &Broker,
