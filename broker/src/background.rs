@@ -1,4 +1,5 @@
-//! Periodic log maintenance: retention every `log.retention.check.interval.ms`, and
+//! Periodic log maintenance: retention every `log.retention.check.interval.ms`,
+//! expiry of idle producer ids every `producer.id.expiration.check.interval.ms`, and
 //! time-based flushing (`flush.ms`) every `log.flush.scheduler.interval.ms`. Runs on the
 //! blocking pool since it touches files.
 
@@ -13,6 +14,17 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let retention_every = Duration::from_millis(broker.config.log_retention_check_interval_ms.max(1) as u64);
     let flush_every =
         Duration::from_millis(broker.config.log_flush_scheduler_interval_ms.clamp(1, 3_600_000) as u64);
+    let producer_expiry_every = Duration::from_millis(
+        broker
+            .config
+            .raw
+            .get("producer.id.expiration.check.interval.ms")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(600_000)
+            .max(1),
+    );
+    let mut producer_expiry = tokio::time::interval(producer_expiry_every);
+    producer_expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut retention = tokio::time::interval(retention_every);
     let mut flush = tokio::time::interval(flush_every);
     retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -23,6 +35,17 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             _ = retention.tick() => {
                 let b = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || apply_retention(&b)).await;
+            }
+            _ = producer_expiry.tick() => {
+                let b = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    let now = now_ms();
+                    for p in b.replicas.all() {
+                        if let Err(e) = p.log.remove_expired_producers(now) {
+                            tracing::error!(topic = %p.topic, partition = p.index, error = %e, "producer expiry failed");
+                        }
+                    }
+                }).await;
             }
             _ = flush.tick() => {
                 let b = broker.clone();

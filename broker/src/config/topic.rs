@@ -228,9 +228,11 @@ pub enum Source {
 }
 
 /// Broker-level defaults of topic configs, after `server.properties` and overrides.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TopicDefaults {
     set: BTreeMap<&'static str, String>,
+    /// `producer.id.expiration.ms`: a broker-wide setting the logs apply.
+    producer_id_expiration_ms: i64,
 }
 
 impl TopicDefaults {
@@ -269,7 +271,8 @@ impl TopicDefaults {
                 set.insert("segment.ms", (h * 3_600_000).to_string());
             }
         }
-        Ok(TopicDefaults { set })
+        let producer_id_expiration_ms = p.int_in("producer.id.expiration.ms", 86_400_000, 1, i64::MAX)?;
+        Ok(TopicDefaults { set, producer_id_expiration_ms })
     }
 
     /// The broker-level value of a topic key, if server.properties set one.
@@ -308,6 +311,7 @@ impl TopicDefaults {
             flush_interval_ms: num("flush.ms"),
             file_delete_delay_ms: num("file.delete.delay.ms"),
             message_timestamp_type: timestamp_type,
+            producer_id_expiration_ms: self.producer_id_expiration_ms,
             ..LogConfig::default()
         }
     }
