@@ -18,8 +18,11 @@
 # With --bootstrap host:port (repeatable) the same workloads also run against those
 # brokers, printed side by side (no CPU or RSS figures for brokers not started here).
 #
+# --nice N runs every measurement (limits included) under `nice -n N`; a negative N
+# (root only) shields a run from background builds on a shared machine.
+#
 # Usage: benches/compare.sh [--runs N] [--duration S] [--bootstrap host:port]...
-#                           [--data-dir DIR] [--no-build] [--json FILE]
+#                           [--data-dir DIR] [--no-build] [--json FILE] [--nice N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -30,6 +33,7 @@ BOOTSTRAPS=()
 DATA_PARENT=""
 BUILD=1
 JSON_OUT=""
+NICE=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) RUNS=$2; shift 2 ;;
@@ -38,7 +42,8 @@ while [ $# -gt 0 ]; do
         --data-dir) DATA_PARENT=$2; shift 2 ;;
         --no-build) BUILD=0; shift ;;
         --json) JSON_OUT=$2; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        --nice) NICE=(nice -n "$2"); shift 2 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -94,21 +99,21 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 log "measuring loopback TCP bandwidth"
 LOOPBACK_SAMPLES=()
 for _ in $(seq "$RUNS"); do
-    LOOPBACK_SAMPLES+=("$("$PERF" loopback --duration 2 --json | jq .mb_per_sec)")
+    LOOPBACK_SAMPLES+=("$("${NICE[@]}" "$PERF" loopback --duration 2 --json | jq .mb_per_sec)")
 done
 LOOPBACK=$(printf '%s\n' "${LOOPBACK_SAMPLES[@]}" | median)
 
 log "measuring the loopback latency floor at ${LATENCY_MBPS} MB/s (null server, 16 KiB messages)"
 FLOOR_SAMPLES=()
 for _ in $(seq "$RUNS"); do
-    FLOOR_SAMPLES+=("$("$PERF" loopback --latency-at-mbps "$LATENCY_MBPS" --duration 3 --json | jq .latency_ms.p99)")
+    FLOOR_SAMPLES+=("$("${NICE[@]}" "$PERF" loopback --latency-at-mbps "$LATENCY_MBPS" --duration 3 --json | jq .latency_ms.p99)")
 done
 FLOOR_P99=$(printf '%s\n' "${FLOOR_SAMPLES[@]}" | median)
 
 log "measuring sequential write bandwidth of $WORK (dd conv=fdatasync, 512 MiB)"
 DISK_SAMPLES=()
 for _ in $(seq "$RUNS"); do
-    out=$(dd if=/dev/zero of="$WORK/dd.tmp" bs=1M count=512 conv=fdatasync 2>&1 | tail -1)
+    out=$("${NICE[@]}" dd if=/dev/zero of="$WORK/dd.tmp" bs=1M count=512 conv=fdatasync 2>&1 | tail -1)
     rm -f "$WORK/dd.tmp"
     # "536870912 bytes (537 MB, 512 MiB) copied, 0.61 s, 880 MB/s"
     bytes=$(echo "$out" | awk '{print $1}')
@@ -132,7 +137,7 @@ free_port() {
 start_strata() {
     PORT=$(free_port)
     mkdir -p "$WORK/data"
-    "$STRATA" --override node.id=0 \
+    "${NICE[@]}" "$STRATA" --override node.id=0 \
         --override "listeners=PLAINTEXT://127.0.0.1:$PORT" \
         --override "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT" \
         --override "log.dirs=$WORK/data" >"$WORK/strata.log" 2>&1 &
@@ -157,7 +162,7 @@ run_workload() {
         cpu0=$(cpu_ticks "$pid")
     fi
     local out
-    out=$("$PERF" "$@" --bootstrap "$bootstrap" --json --quiet) || {
+    out=$("${NICE[@]}" "$PERF" "$@" --bootstrap "$bootstrap" --json --quiet) || {
         echo "strata-perf $* failed against $bootstrap" >&2
         return 1
     }
@@ -219,6 +224,7 @@ echo
 echo "Machine: $(nproc) cores, loopback $(calc "$LOOPBACK") MB/s, sequential write $(calc "$DISK") MB/s (medians of $RUNS)"
 echo "Latency floor: a null server offered ${LATENCY_MBPS} MB/s over loopback answers with p99 $(calc "$FLOOR_P99") ms"
 echo "Load average (1, 5, 15 min) at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ ${#NICE[@]} -gt 0 ] && echo "Priority: every measurement ran under '${NICE[*]}'"
 echo "Workloads: ${RECORD_SIZE}-byte records, acks=1, one partition, ${DURATION}s per run, $RUNS runs, medians"
 SUMMARY="{}"
 for label in "${LABELS[@]}"; do

@@ -148,12 +148,28 @@ async fn run_producers(
     Ok((start, start.elapsed()))
 }
 
-fn quota_for(limit: Limit) -> impl Fn(Instant) -> Quota {
-    move |start| match limit {
-        Limit::Records(n) => Quota::Records(n),
-        Limit::Duration(d) => Quota::Until(start + d),
-        Limit::EndOfLog => Quota::Until(start + DEFAULT_DURATION),
+/// The producers' stop condition. With an offered rate, a duration means "every
+/// record due within it": a generator that fell behind still sends (and is charged
+/// for) the whole backlog, so a stall cannot shrink the run. Unthrottled, it is a
+/// deadline.
+fn quota_for(limit: Limit, rate: f64) -> impl Fn(Instant) -> Quota {
+    move |start| {
+        let duration = match limit {
+            Limit::Records(n) => return Quota::Records(n),
+            Limit::Duration(d) => d,
+            Limit::EndOfLog => DEFAULT_DURATION,
+        };
+        if rate > 0.0 {
+            Quota::Records(records_due(rate, duration))
+        } else {
+            Quota::Until(start + duration)
+        }
     }
+}
+
+/// Records due within `duration` at `rate` records/s (at least one).
+fn records_due(rate: f64, duration: Duration) -> u64 {
+    ((rate * duration.as_secs_f64()).ceil() as u64).max(1)
 }
 
 fn settings_json(opts: &ProducerOpts, layout: &TopicLayout) -> Json {
@@ -196,7 +212,8 @@ pub async fn produce(cmd: ProduceCmd) -> Result<Outcome> {
     let meter = Arc::new(Meter::new("produce"));
     let settings = producer_settings(&common, &producer, &negotiated, false);
     let progress = spawn_progress(vec![meter.clone()], Instant::now(), common.quiet);
-    let result = run_producers(&settings, &layout, producer.producers, quota_for(limit), &meter).await;
+    let result =
+        run_producers(&settings, &layout, producer.producers, quota_for(limit, producer.rate), &meter).await;
     progress.abort();
     let (_, elapsed) = result?;
     let summary = meter.summary(elapsed);
@@ -300,7 +317,9 @@ pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
     ));
     let settings = producer_settings(&common, &producer, &negotiated, true);
     let progress = spawn_progress(vec![produced.clone(), consumed.clone()], Instant::now(), common.quiet);
-    let result = run_producers(&settings, &layout, producer.producers, quota_for(limit), &produced).await;
+    let result =
+        run_producers(&settings, &layout, producer.producers, quota_for(limit, producer.rate), &produced)
+            .await;
     let (start, produce_elapsed) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -328,4 +347,19 @@ pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
         .with("consume", c.to_json())
         .with("missing", lost);
     Ok(outcome(&[&p, &c], json, lost))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rated_duration_becomes_the_records_due_in_it() {
+        let start = Instant::now();
+        let d = Limit::Duration(Duration::from_secs(2));
+        assert!(matches!(quota_for(d, 1000.0)(start), Quota::Records(2000)));
+        assert!(matches!(quota_for(d, 0.0)(start), Quota::Until(t) if t == start + Duration::from_secs(2)));
+        assert!(matches!(quota_for(Limit::Records(7), 1000.0)(start), Quota::Records(7)));
+        assert_eq!(records_due(0.1, Duration::from_secs(1)), 1);
+    }
 }

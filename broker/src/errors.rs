@@ -18,5 +18,9 @@ pub fn storage_error_code(e: &StorageError) -> ErrorCode {
         StorageError::InvalidTopicPartition { .. } => ErrorCode::InvalidTopicException,
         StorageError::LogClosed { .. } => ErrorCode::NotLeaderOrFollower,
         StorageError::Io { .. } | StorageError::CorruptLog { .. } => ErrorCode::KafkaStorageError,
+        StorageError::InvalidProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
+        StorageError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
+        StorageError::InvalidTxnState { .. } => ErrorCode::InvalidTxnState,
+        StorageError::TransactionCoordinatorFenced { .. } => ErrorCode::TransactionCoordinatorFenced,
     }
 }

@@ -159,6 +159,56 @@ pub enum StorageError {
         #[source]
         source: RecordsError,
     },
+    /// A producer wrote with an epoch older than the one the partition has seen: a
+    /// zombie fenced by a newer instance (INVALID_PRODUCER_EPOCH; Kafka answers Produce
+    /// with it instead of PRODUCER_FENCED since 2.7 so the client can abort and go on).
+    /// Also returned for a transaction marker carrying an old producer epoch.
+    #[error("producer {producer_id} epoch {epoch} is older than its current epoch {current_epoch}")]
+    InvalidProducerEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// Epoch in the batch.
+        epoch: i16,
+        /// Epoch the partition knows.
+        current_epoch: i16,
+    },
+    /// A batch's first sequence does not follow the producer's last appended sequence,
+    /// or a new epoch does not start at sequence 0 (OUT_OF_ORDER_SEQUENCE_NUMBER).
+    /// Retries of the last 5 batches are not errors: they are answered as duplicates.
+    #[error(
+        "producer {producer_id} epoch {epoch}: sequence {first_sequence} does not follow last sequence {last_sequence}"
+    )]
+    OutOfOrderSequence {
+        /// The producer.
+        producer_id: i64,
+        /// Epoch in the batch.
+        epoch: i16,
+        /// First sequence of the batch.
+        first_sequence: i32,
+        /// Last sequence appended in that epoch, -1 if none.
+        last_sequence: i32,
+    },
+    /// A non-transactional batch from a producer whose transaction is open
+    /// (INVALID_TXN_STATE).
+    #[error("producer {producer_id} wrote a non-transactional batch inside its open transaction")]
+    InvalidTxnState {
+        /// The producer.
+        producer_id: i64,
+    },
+    /// A transaction marker written by a coordinator older than the one that wrote the
+    /// producer's last marker (TRANSACTION_COORDINATOR_FENCED).
+    #[error(
+        "marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, \
+         older than {current_coordinator_epoch}"
+    )]
+    TransactionCoordinatorFenced {
+        /// The producer whose transaction the marker ends.
+        producer_id: i64,
+        /// Coordinator epoch in the marker.
+        coordinator_epoch: i32,
+        /// Coordinator epoch of the last marker appended.
+        current_coordinator_epoch: i32,
+    },
     /// Topic name or partition is not usable as a directory name.
     #[error("invalid topic partition {topic}-{partition}")]
     InvalidTopicPartition {

@@ -8,20 +8,26 @@
 //! <log.dirs>/<topic>-<partition>/00000000000000000000.log        batches, appended, read by pread
 //!                                00000000000000000000.index      offset -> position (8-byte entries, mmapped)
 //!                                00000000000000000000.timeindex  timestamp -> offset (12-byte entries, mmapped)
+//!                                00000000000000000000.txnindex   aborted transactions (34-byte entries), if any
+//!                                00000000000000004242.snapshot   producer state below offset 4242
 //!                                log-start-offset-checkpoint     raised by DeleteRecords
 //! ```
 //!
 //! Segment files are named by their 20-digit zero-padded base offset. Indexes are sparse
 //! (one entry every `index.interval.bytes`), big-endian like Kafka's, preallocated to
 //! `segment.index.bytes` while active and trimmed on roll and close. Log data is never
-//! memory-mapped.
+//! memory-mapped. Producer state snapshots are Kafka's `ProducerSnapshot` v1 plus an
+//! extension Kafka ignores (every retained batch, not just the last); they are taken at
+//! each roll (at the new base) and at close (at the log end), and pruned to the newest at
+//! or below each of the last two segment bases plus the newest of all.
 //!
 //! # API
 //!
 //! ```text
 //! LogConfig { segment_bytes, segment_ms, retention_ms, retention_bytes, index_interval_bytes,
 //!             segment_index_bytes, max_message_bytes, flush_interval_messages, flush_interval_ms,
-//!             message_timestamp_type, file_delete_delay_ms, max_uncompressed_batch_bytes }
+//!             message_timestamp_type, file_delete_delay_ms, max_uncompressed_batch_bytes,
+//!             producer_id_expiration_ms }
 //!     Default = Kafka's defaults; validate() -> Result<()>
 //!
 //! Log (Send + Sync, share as Arc<Log>)
@@ -40,16 +46,23 @@
 //!   close(&self) -> Result<()>;  delete(&self) -> Result<()>
 //!   update_config(&self, LogConfig) -> Result<()>;  config(&self) -> Arc<LogConfig>
 //!   log_start_offset(&self) -> i64;  log_end_offset(&self) -> i64
+//!   first_unstable_offset(&self) -> Option<i64>;  last_stable_offset(&self) -> i64     // lock-free
+//!   aborted_transactions(&self, start_offset: i64, upper_bound_offset: i64) -> Result<Vec<AbortedTxn>>
+//!   active_producers(&self) -> Vec<ActiveProducer>
+//!   remove_expired_producers(&self, now_ms: i64) -> Result<usize>     // call periodically
 //!   size_in_bytes(&self) -> u64;  num_segments(&self) -> usize;  segment_base_offsets(&self) -> Vec<i64>
 //!   topic(&self) -> &str;  partition(&self) -> i32;  dir(&self) -> &Path
 //!
 //! AppendInfo { first_offset, last_offset, log_append_time, log_start_offset, max_timestamp,
-//!              offset_of_max_timestamp, valid_bytes, batches: Vec<BatchInfo> }
+//!              offset_of_max_timestamp, valid_bytes, batches: Vec<BatchInfo>, duplicate: bool }
 //! BatchInfo { base_offset, last_offset, producer_id, producer_epoch, base_sequence, last_sequence,
 //!             is_transactional, is_control, end_txn_marker, max_timestamp, size_in_bytes }
 //! LogReadInfo { records: FileSlice, log_start_offset, log_end_offset }
 //! FileSlice: file() -> &Arc<File>, position() -> u64, len() -> u32, read_bytes() -> io::Result<Bytes>
 //! TimestampAndOffset { timestamp, offset }
+//! AbortedTxn { producer_id, first_offset, last_offset, last_stable_offset }
+//! ActiveProducer { producer_id, producer_epoch, last_sequence, last_timestamp, coordinator_epoch,
+//!                  current_txn_start_offset }
 //!
 //! LogManager (Send + Sync)
 //!   open(root: &Path, default_config: LogConfig, now_ms: i64) -> Result<LogManager>
@@ -64,6 +77,20 @@
 //! - A leader append is all-or-nothing: every batch is validated before any byte is written.
 //! - Reads return whole batches from one segment, starting with the batch containing the
 //!   requested offset.
+//! - Idempotence (checked with the append, under the log lock): a producer's retry of
+//!   any of its last 5 batches is not written again and is answered with the original
+//!   offsets (`AppendInfo::duplicate`); a sequence that does not follow the last one, or
+//!   a new epoch not starting at 0, is `OutOfOrderSequence`; an older epoch is
+//!   `InvalidProducerEpoch`. A producer the partition does not know may start at any
+//!   sequence (Kafka since KIP-360).
+//! - Transactions: a transactional batch opens (or continues) its producer's
+//!   transaction, a COMMIT/ABORT marker (coordinator appends only) closes it. The last
+//!   stable offset is the first offset of the oldest open transaction, else the log end
+//!   offset; every ABORT of a non-empty transaction is recorded in the marker's segment's
+//!   `.txnindex`, which `aborted_transactions` searches.
+//! - Producer state and transaction indexes are rebuilt after a restart, a crash or a
+//!   truncation from the newest usable snapshot plus a header-only replay of the batches
+//!   after it; a torn or corrupt transaction index is repaired the same way.
 //! - Recovery after an unclean shutdown re-reads the active segment (length, offsets, CRC),
 //!   truncates a torn tail and rebuilds its indexes; any segment whose indexes are missing or
 //!   fail a sanity check is rebuilt too. Older segments are trusted otherwise: a process kill
@@ -72,8 +99,15 @@
 //!
 //! # Not yet
 //!
-//! Producer state (idempotence), the transaction index, the leader epoch cache and log
-//! compaction build on [`AppendInfo`] and are not implemented here yet.
+//! The leader epoch cache; KIP-890 transaction verification (refusing a transactional
+//! batch the coordinator has not registered); Kafka's "unreplicated transactions"
+//! (completed transactions whose markers are above the high watermark count as stable
+//! here, which replication will have to change).
+//!
+//! What log compaction must keep for producer state: transaction markers until their
+//! transaction's data is gone (Kafka's marker delete horizon), each producer's last
+//! batch (as an empty batch if need be) so a replay rebuilds its sequence, and the
+//! `.txnindex` of cleaned segments (a swapped-in segment's is rebuilt by replay on load).
 
 mod checkpoint;
 mod config;
@@ -82,12 +116,15 @@ mod file_slice;
 mod index;
 mod log;
 mod manager;
+mod producer_state;
 mod segment;
 
 pub use config::LogConfig;
 pub use error::{IoOp, Result, StorageError};
 pub use file_slice::FileSlice;
+pub use index::AbortedTxn;
 pub use log::{AppendInfo, AppendOrigin, BatchInfo, Log, LogReadInfo};
 pub use manager::{parse_partition_dir, LogManager, CLEAN_SHUTDOWN_FILE};
+pub use producer_state::ActiveProducer;
 pub use segment::TimestampAndOffset;
 pub use strata_protocol::records::TimestampType;

@@ -1,7 +1,11 @@
 //! Random operations against a simple in-memory model of a log: appends of random
 //! batches (all codecs), reads at random offsets with random limits, rolls, retention,
-//! DeleteRecords, truncation, config changes, clean and unclean restarts, and torn tails.
-//! After every operation the log must match the model exactly.
+//! DeleteRecords, truncation, config changes, clean and unclean restarts, and torn tails,
+//! plus idempotent and transactional producers: in-sequence sends, retries (answered as
+//! duplicates with their original offsets), gaps and stale epochs (refused), epoch bumps
+//! and COMMIT/ABORT markers. After every operation the log must match the model exactly,
+//! and its first unstable offset and aborted transactions must match the model's
+//! transactions.
 //!
 //! Reproduce a failure with `STRATA_MODEL_SEED=<seed> cargo test -p strata-storage --test log_model`.
 
@@ -15,16 +19,58 @@ use bytes::Bytes;
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata_protocol::records::{Compression, NewRecord, RecordBatchBuilder};
-use strata_storage::{Log, LogConfig, StorageError, TimestampAndOffset};
+use strata_protocol::records::{Compression, EndTxnMarker, EndTxnMarkerBatch, NewRecord, RecordBatchBuilder};
+use strata_storage::{AbortedTxn, AppendOrigin, Log, LogConfig, StorageError, TimestampAndOffset};
 
 const TOPIC: &str = "model-topic";
+
+/// Producer fields of a batch the model knows to carry them.
+#[derive(Debug, Clone)]
+struct ProducerMeta {
+    producer_id: i64,
+    epoch: i16,
+    last_seq: i32,
+    transactional: bool,
+    /// `Some(commit)` for a marker.
+    marker: Option<bool>,
+    /// The request as sent, for retries.
+    bytes: Bytes,
+}
 
 #[derive(Debug, Clone)]
 struct ModelBatch {
     base: i64,
     size: usize,
     records: Vec<(i64, Bytes)>,
+    producer: Option<ProducerMeta>,
+}
+
+/// What the log should know about a producer, derived from its batches in the model.
+#[derive(Debug, Clone, Default)]
+struct ProducerView {
+    epoch: i16,
+    last_seq: i32,
+    /// Base offset of its last data batch.
+    last_data_base: i64,
+    /// Indexes (into `Model::batches`) of its last 5 data batches of the current epoch.
+    window: Vec<usize>,
+    open_txn: Option<i64>,
+}
+
+/// A transaction of the model: producer, first offset, marker offset and outcome.
+#[derive(Debug, Clone, Copy)]
+struct ModelTxn {
+    producer_id: i64,
+    first_offset: i64,
+    /// `None` while open; else (marker offset, aborted).
+    end: Option<(i64, bool)>,
+}
+
+/// Producer ids 1 and 2 are idempotent, 3 and 4 transactional.
+const PRODUCERS: [i64; 4] = [1, 2, 3, 4];
+
+fn is_transactional(producer_id: i64) -> bool {
+    producer_id >= 3
 }
 
 impl ModelBatch {
@@ -65,6 +111,65 @@ impl Model {
         self.batches.clear();
         self.log_start_offset = offset;
         self.log_end_offset = offset;
+    }
+
+    fn producer_view(&self, producer_id: i64) -> Option<ProducerView> {
+        let mut view: Option<ProducerView> = None;
+        for (i, b) in self.batches.iter().enumerate() {
+            let Some(p) = b.producer.as_ref().filter(|p| p.producer_id == producer_id) else { continue };
+            let v = view.get_or_insert_with(|| ProducerView {
+                epoch: p.epoch,
+                last_seq: -1,
+                ..Default::default()
+            });
+            if p.marker.is_some() {
+                v.open_txn = None;
+                continue;
+            }
+            if v.epoch != p.epoch {
+                v.window.clear();
+                v.epoch = p.epoch;
+            }
+            v.window.push(i);
+            if v.window.len() > 5 {
+                v.window.remove(0);
+            }
+            v.last_seq = p.last_seq;
+            v.last_data_base = b.base;
+            if p.transactional && v.open_txn.is_none() {
+                v.open_txn = Some(b.base);
+            }
+        }
+        view
+    }
+
+    fn transactions(&self) -> Vec<ModelTxn> {
+        let mut open: std::collections::HashMap<i64, i64> = Default::default();
+        let mut txns = Vec::new();
+        for b in &self.batches {
+            let Some(p) = &b.producer else { continue };
+            match p.marker {
+                Some(commit) => {
+                    if let Some(first_offset) = open.remove(&p.producer_id) {
+                        txns.push(ModelTxn {
+                            producer_id: p.producer_id,
+                            first_offset,
+                            end: Some((b.base, !commit)),
+                        });
+                    }
+                }
+                None if p.transactional => {
+                    open.entry(p.producer_id).or_insert(b.base);
+                }
+                None => {}
+            }
+        }
+        txns.extend(open.into_iter().map(|(producer_id, first_offset)| ModelTxn {
+            producer_id,
+            first_offset,
+            end: None,
+        }));
+        txns
     }
 }
 
@@ -124,9 +229,227 @@ impl Harness {
         for (records, bi) in expected.into_iter().zip(&info.batches) {
             assert_eq!(bi.base_offset, self.model.log_end_offset);
             self.model.log_end_offset += records.len() as i64;
-            self.model.batches.push(ModelBatch { base: bi.base_offset, size: bi.size_in_bytes, records });
+            self.model.batches.push(ModelBatch {
+                base: bi.base_offset,
+                size: bi.size_in_bytes,
+                records,
+                producer: None,
+            });
         }
         assert_eq!(info.last_offset, self.model.log_end_offset - 1);
+    }
+
+    fn first_segment_base(&self) -> i64 {
+        self.log().segment_base_offsets()[0]
+    }
+
+    /// One operation of a random producer.
+    fn producer_op(&mut self) -> &'static str {
+        let producer_id = PRODUCERS[self.rng.gen_range(0..PRODUCERS.len())];
+        match (is_transactional(producer_id), self.rng.gen_range(0..10)) {
+            (false, 4) => {
+                self.produce(producer_id, true);
+                "produce, new epoch"
+            }
+            (_, 5 | 6) => {
+                self.retry(producer_id);
+                "retry"
+            }
+            (_, 7) => {
+                self.misbehave(producer_id);
+                "misbehave"
+            }
+            (true, 8 | 9) => {
+                self.end_txn(producer_id);
+                "end transaction"
+            }
+            _ => {
+                self.produce(producer_id, false);
+                "produce"
+            }
+        }
+    }
+
+    /// Sends the producer's next batch in sequence (or the first of a new epoch).
+    fn produce(&mut self, producer_id: i64, bump_epoch: bool) {
+        let view = self.model.producer_view(producer_id);
+        // When its last data batch went with a deleted segment, a restart may have left
+        // the log knowing the producer from a later marker only (epoch, no sequence), as
+        // Kafka does; the producer then starts a new epoch (KIP-360), as on
+        // OUT_OF_ORDER_SEQUENCE.
+        let first_base = self.first_segment_base();
+        let lost = view.as_ref().is_some_and(|v| v.last_seq >= 0 && v.last_data_base < first_base);
+        let (mut epoch, mut seq) = view.map_or((0, 0), |v| (v.epoch, v.last_seq + 1));
+        if bump_epoch || lost {
+            (epoch, seq) = (epoch + 1, 0);
+        }
+        let transactional = is_transactional(producer_id);
+        let n = self.rng.gen_range(1..=4);
+        let codec = [Compression::None, Compression::Lz4][self.rng.gen_range(0..2)];
+        let mut builder = RecordBatchBuilder::new(0)
+            .compression(codec)
+            .producer(producer_id, epoch, seq)
+            .transactional(transactional);
+        let mut records = Vec::new();
+        for _ in 0..n {
+            self.counter += 1;
+            let value = Bytes::from(format!("s{}-p{producer_id}-{}", self.seed, self.counter));
+            let ts = self.now_ms + self.rng.gen_range(-300..300);
+            builder.append(&NewRecord::new(ts, None, Some(value.clone()))).unwrap();
+            records.push((ts, value));
+        }
+        let bytes = builder.build().unwrap();
+        let ctx = format!("seed {} produce p{producer_id} e{epoch} s{seq}", self.seed);
+        let info =
+            self.log().append(bytes.clone(), 1, self.now_ms).unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+        assert!(!info.duplicate, "{ctx}: taken for a duplicate");
+        assert_eq!(info.first_offset, self.model.log_end_offset, "{ctx}");
+        let meta =
+            ProducerMeta { producer_id, epoch, last_seq: seq + n - 1, transactional, marker: None, bytes };
+        self.push_producer_batch(&info, records, meta);
+    }
+
+    fn push_producer_batch(
+        &mut self,
+        info: &strata_storage::AppendInfo,
+        records: Vec<(i64, Bytes)>,
+        meta: ProducerMeta,
+    ) {
+        let bi = &info.batches[0];
+        self.model.log_end_offset += records.len() as i64;
+        self.model.batches.push(ModelBatch {
+            base: bi.base_offset,
+            size: bi.size_in_bytes,
+            records,
+            producer: Some(meta),
+        });
+    }
+
+    /// Resends one of the producer's last 5 batches still in a segment: a duplicate.
+    fn retry(&mut self, producer_id: i64) {
+        let Some(view) = self.model.producer_view(producer_id) else { return };
+        let first_base = self.first_segment_base();
+        let candidates: Vec<usize> =
+            view.window.iter().copied().filter(|&i| self.model.batches[i].base >= first_base).collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let b = &self.model.batches[candidates[self.rng.gen_range(0..candidates.len())]];
+        let (base, last) = (b.base, b.last());
+        let bytes = b.producer.as_ref().map(|p| p.bytes.clone()).unwrap();
+        let ctx = format!("seed {} retry of p{producer_id} batch at {base}", self.seed);
+        let info = self.log().append(bytes, 1, self.now_ms).unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+        assert!(info.duplicate, "{ctx}: appended again at {}", info.first_offset);
+        assert_eq!((info.first_offset, info.last_offset), (base, last), "{ctx}");
+    }
+
+    /// A gap, a stale epoch or a non-transactional batch inside a transaction, all
+    /// refused, when the log must know the producer (its last batch is in a segment).
+    fn misbehave(&mut self, producer_id: i64) {
+        let Some(view) = self.model.producer_view(producer_id) else { return };
+        if view.last_seq < 0 || view.last_data_base < self.first_segment_base() {
+            return;
+        }
+        let transactional = is_transactional(producer_id);
+        let (epoch, seq, transactional, what) = match self.rng.gen_range(0..3) {
+            1 if view.epoch > 0 => (view.epoch - 1, 0, transactional, "stale epoch"),
+            2 if view.open_txn.is_some() => (view.epoch, view.last_seq + 1, false, "non-transactional"),
+            _ => (view.epoch, view.last_seq + 2, transactional, "gap"),
+        };
+        let bytes = producer_batch(producer_id, epoch, seq, 1, self.now_ms, transactional);
+        let leo = self.log().log_end_offset();
+        let result = self.log().append(bytes, 1, self.now_ms);
+        let ctx = format!("seed {} p{producer_id} {what}: {result:?}", self.seed);
+        match what {
+            "stale epoch" => {
+                assert!(matches!(result, Err(StorageError::InvalidProducerEpoch { .. })), "{ctx}")
+            }
+            "gap" => assert!(matches!(result, Err(StorageError::OutOfOrderSequence { .. })), "{ctx}"),
+            _ => assert!(matches!(result, Err(StorageError::InvalidTxnState { .. })), "{ctx}"),
+        }
+        assert_eq!(self.log().log_end_offset(), leo, "{ctx}");
+    }
+
+    /// The coordinator commits or aborts the producer's transaction (a marker without an
+    /// open transaction is accepted and changes nothing).
+    fn end_txn(&mut self, producer_id: i64) {
+        let epoch = self.model.producer_view(producer_id).map_or(0, |v| v.epoch);
+        let commit = self.rng.gen_bool(0.4);
+        let marker = if commit { EndTxnMarker::commit(0) } else { EndTxnMarker::abort(0) };
+        let bytes = EndTxnMarkerBatch {
+            producer_id,
+            producer_epoch: epoch,
+            partition_leader_epoch: 1,
+            timestamp: self.now_ms,
+            marker,
+        }
+        .build(0)
+        .unwrap();
+        let ctx = format!("seed {} marker p{producer_id} commit {commit}", self.seed);
+        let info = self
+            .log()
+            .append_with_origin(bytes.clone(), 1, AppendOrigin::Coordinator, self.now_ms)
+            .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+        let records = vec![(self.now_ms, marker.encode_value())];
+        let meta = ProducerMeta {
+            producer_id,
+            epoch,
+            last_seq: -1,
+            transactional: true,
+            marker: Some(commit),
+            bytes,
+        };
+        self.push_producer_batch(&info, records, meta);
+    }
+
+    /// First unstable offset and aborted transactions against the model's transactions.
+    /// A transaction that started in a segment since deleted and was still open past it
+    /// may be unknown to the log after a restart, or known from its first batch still in
+    /// a segment (as in Kafka): such transactions are left out of the comparison.
+    fn check_transactions(&mut self) {
+        let first_base = self.first_segment_base();
+        let (start, leo) = (self.model.log_start_offset, self.model.log_end_offset);
+        let txns = self.model.transactions();
+        let open: Vec<i64> = txns.iter().filter(|t| t.end.is_none()).map(|t| t.first_offset).collect();
+        let ctx = format!("seed {} transactions {txns:?} first segment {first_base}", self.seed);
+        if open.iter().all(|&first| first >= first_base) {
+            let expected = open.iter().min().map(|&first| first.max(start));
+            assert_eq!(self.log().first_unstable_offset(), expected, "{ctx}");
+        }
+        let straddling: Vec<i64> = txns
+            .iter()
+            .filter(|t| t.first_offset < first_base)
+            .filter_map(|t| t.end.map(|(marker, _)| marker))
+            .filter(|&marker| marker >= first_base)
+            .collect();
+        let from = self.rng.gen_range(start..=leo);
+        let upper = self.rng.gen_range(from..=leo + 1);
+        for (from, upper) in [(start, leo + 1), (from, upper)] {
+            self.check_aborted(&txns, &straddling, from, upper, &ctx);
+        }
+    }
+
+    fn check_aborted(&self, txns: &[ModelTxn], straddling: &[i64], from: i64, upper: i64, ctx: &str) {
+        let expected: Vec<(i64, i64, i64)> = txns
+            .iter()
+            .filter_map(|t| match t.end {
+                Some((marker, true))
+                    if marker >= from && t.first_offset < upper && !straddling.contains(&marker) =>
+                {
+                    Some((t.producer_id, t.first_offset, marker))
+                }
+                _ => None,
+            })
+            .collect();
+        let got: Vec<(i64, i64, i64)> = self
+            .log()
+            .aborted_transactions(from, upper)
+            .unwrap()
+            .iter()
+            .map(|t: &AbortedTxn| (t.producer_id, t.first_offset, t.last_offset))
+            .filter(|(_, _, marker)| !straddling.contains(marker))
+            .collect();
+        assert_eq!(got, expected, "{ctx} aborted in [{from}, {upper})");
     }
 
     fn read(&mut self) {
@@ -334,11 +657,12 @@ fn run(seed: u64, ops: usize) {
     for _ in 0..ops {
         h.now_ms += h.rng.gen_range(0..80);
         let op = match h.rng.gen_range(0..100) {
-            0..=39 => {
+            0..=27 => {
                 h.append();
                 "append"
             }
-            40..=59 => {
+            28..=44 => h.producer_op(),
+            45..=59 => {
                 h.read();
                 "read"
             }
@@ -387,6 +711,7 @@ fn run(seed: u64, ops: usize) {
             );
         }
         h.check(op);
+        h.check_transactions();
     }
 }
 

@@ -205,9 +205,16 @@ fn leftover_files_are_cleaned_up() {
     let mut names: Vec<String> =
         std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
+    let snapshot = format!("{:020}.snapshot", log.log_end_offset());
     assert_eq!(
         names,
-        ["00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"]
+        [
+            "00000000000000000000.index",
+            "00000000000000000000.log",
+            "00000000000000000000.timeindex",
+            snapshot.as_str(),
+        ],
+        "the producer snapshot written at close stays"
     );
 }
 

@@ -1,4 +1,5 @@
-//! Sparse, memory-mapped indexes of a segment, in Kafka's on-disk format.
+//! Sparse, memory-mapped indexes of a segment, in Kafka's on-disk format, and the
+//! segment's transaction index (a small append-only file, see [`TransactionIndex`]).
 //!
 //! Both files are preallocated to `segment.index.bytes` while their segment is active (so
 //! appends are plain stores into the mapping) and trimmed to the bytes in use when the
@@ -8,9 +9,12 @@
 mod file;
 mod offset_index;
 mod time_index;
+mod txn_index;
 
 pub(crate) use offset_index::OffsetIndex;
 pub(crate) use time_index::TimeIndex;
+pub use txn_index::AbortedTxn;
+pub(crate) use txn_index::TransactionIndex;
 
 /// Index of the largest entry whose key is <= `target`, given keys sorted ascending, or
 /// `None` when every key is larger.

@@ -1,5 +1,7 @@
 //! Appends: leader appends validate batches and assign offsets; follower appends keep the
-//! offsets the leader assigned.
+//! offsets the leader assigned. Both update producer state under the log lock: leader
+//! appends are checked against it first (and a producer's retry is answered from it),
+//! follower appends just follow.
 
 use bytes::{Bytes, BytesMut};
 use strata_protocol::records::{
@@ -9,6 +11,7 @@ use strata_protocol::records::{
 use super::{Log, LogInner};
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
+use crate::producer_state::{BatchMetadata, Origin, ProducerStateUpdate};
 use crate::segment::BatchMeta;
 
 /// Who is appending through the leader path, which decides what batches may contain.
@@ -70,6 +73,12 @@ pub struct AppendInfo {
     pub valid_bytes: usize,
     /// Per-batch details, in order.
     pub batches: Vec<BatchInfo>,
+    /// The append was a producer's retry of a batch already in the log (same producer
+    /// id, epoch and sequence range as one of its last 5 batches): nothing was written,
+    /// `first_offset`/`last_offset` are the original batch's, `batches` is empty and
+    /// `log_append_time` is the original batch's timestamp under LogAppendTime (else -1).
+    /// The broker answers the retry as a success with that base offset.
+    pub duplicate: bool,
 }
 
 /// A batch of the request that passed validation, located by byte range.
@@ -152,7 +161,8 @@ fn into_mut(records: Bytes) -> BytesMut {
     records.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]))
 }
 
-fn batch_info(header: &RecordBatchHeader, end_txn_marker: Option<EndTxnMarker>) -> BatchInfo {
+/// What one batch (already carrying its final offsets) means for producer state.
+pub(crate) fn batch_info(header: &RecordBatchHeader, end_txn_marker: Option<EndTxnMarker>) -> BatchInfo {
     let last_sequence = if header.base_sequence < 0 {
         -1
     } else {
@@ -184,12 +194,23 @@ impl Log {
     /// into the headers along with `leader_epoch`. The bytes are otherwise stored as
     /// sent; only LogAppendTime (or a wrong CreateTime max timestamp) rewrites the max
     /// timestamp and CRC. Nothing is appended unless every batch is valid.
+    ///
+    /// Batches with a producer id are checked against the producer's state, all before
+    /// anything is written: a retry of one of the producer's last 5 batches is not
+    /// appended again and comes back with [`AppendInfo::duplicate`] and the original
+    /// offsets; an epoch older than the producer's -> `InvalidProducerEpoch`; a sequence
+    /// that does not follow (or a new epoch not starting at 0) -> `OutOfOrderSequence`; a
+    /// non-transactional batch inside an open transaction -> `InvalidTxnState`.
     pub fn append(&self, records: Bytes, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
         self.append_with_origin(records, leader_epoch, AppendOrigin::Client, now_ms)
     }
 
     /// [`Log::append`] with an explicit origin, so the broker can write transaction
-    /// markers (`AppendOrigin::Coordinator`).
+    /// markers (`AppendOrigin::Coordinator`). Coordinator appends skip sequence checks
+    /// and duplicate detection; a marker must carry the producer's epoch or a newer one
+    /// (`InvalidProducerEpoch`) and a coordinator epoch no older than the last marker's
+    /// (`TransactionCoordinatorFenced`). A COMMIT or ABORT marker ends the producer's
+    /// open transaction; an ABORT is recorded in the segment's transaction index.
     pub fn append_with_origin(
         &self,
         records: Bytes,
@@ -236,10 +257,43 @@ impl Log {
             metas.push(BatchMeta::from(&header));
             infos.push(batch_info(&header, batch.end_txn_marker));
         }
+        let producer_origin = match origin {
+            AppendOrigin::Client => {
+                if let Some(original) = inner.producer_state.find_duplicate(&infos) {
+                    return Ok(self.duplicate_append_info(&inner, original, log_append_time));
+                }
+                Origin::Client
+            }
+            AppendOrigin::Coordinator => Origin::Coordinator,
+        };
+        let update = inner.producer_state.prepare_update(&infos, producer_origin)?;
         let data = buf.freeze();
-        let mut info = self.write_batches(&mut inner, &config, &data, metas, infos, now_ms)?;
+        let mut info = self.write_batches(&mut inner, &config, &data, metas, infos, update, now_ms)?;
         info.log_append_time = if log_append_time { now_ms } else { -1 };
         Ok(info)
+    }
+
+    /// The answer to a producer's retry: the offsets of the batch already appended. As
+    /// in Kafka, a request holding several batches is answered by its first duplicate.
+    fn duplicate_append_info(
+        &self,
+        inner: &LogInner,
+        original: BatchMetadata,
+        log_append_time: bool,
+    ) -> AppendInfo {
+        tracing::debug!(
+            topic = %self.topic,
+            partition = self.partition,
+            first_offset = original.first_offset,
+            "duplicate batch from an idempotent producer, answering with its original offsets"
+        );
+        AppendInfo {
+            first_offset: original.first_offset,
+            last_offset: original.last_offset,
+            log_append_time: if log_append_time { original.timestamp } else { -1 },
+            duplicate: true,
+            ..self.empty_append_info(inner)
+        }
     }
 
     /// Appends batches replicated from the leader, keeping their offsets.
@@ -248,13 +302,23 @@ impl Log {
     /// rest). The first base offset must be >= the log end offset and offsets must grow
     /// from batch to batch (gaps are allowed, as compacted leaders produce them);
     /// otherwise `UnexpectedAppendOffset`, and the follower must truncate first.
+    /// Producer state follows the batches without checks (the leader made them);
+    /// markers of control batches are decoded (`MalformedRecords` if they do not).
     pub fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo> {
         let mut headers = Vec::new();
+        let mut markers = Vec::new();
         for batch in RecordBatches::new(records.clone()) {
             let batch_index = headers.len();
             let batch = batch.map_err(|e| parse_error(batch_index, e))?;
             batch.validate_crc().map_err(|source| StorageError::CorruptRecord { batch_index, source })?;
+            let marker = if batch.is_control() && batch.producer_id() >= 0 {
+                EndTxnMarker::from_batch(&batch)
+                    .map_err(|source| StorageError::MalformedRecords { batch_index, source })?
+            } else {
+                None
+            };
             headers.push(batch.header());
+            markers.push(marker);
         }
         let config = self.config();
         let mut inner = self.write_inner();
@@ -273,9 +337,10 @@ impl Log {
             expected = header.next_offset();
         }
         let metas = headers.iter().map(BatchMeta::from).collect();
-        let infos = headers.iter().map(|h| batch_info(h, None)).collect();
+        let infos: Vec<BatchInfo> = headers.iter().zip(markers).map(|(h, m)| batch_info(h, m)).collect();
+        let update = inner.producer_state.prepare_update(&infos, Origin::Replication)?;
         let now_ms = inner.last_seen_ms;
-        self.write_batches(&mut inner, &config, &records, metas, infos, now_ms)
+        self.write_batches(&mut inner, &config, &records, metas, infos, update, now_ms)
     }
 
     fn empty_append_info(&self, inner: &LogInner) -> AppendInfo {
@@ -288,11 +353,15 @@ impl Log {
             offset_of_max_timestamp: -1,
             valid_bytes: 0,
             batches: Vec::new(),
+            duplicate: false,
         }
     }
 
     /// Rolls if needed, writes `data` to the active segment, updates counters, flushes
-    /// per `flush.messages`, and publishes the new log end offset.
+    /// per `flush.messages`, applies the producer state `update` (recording aborted
+    /// transactions in the active segment's transaction index), and publishes the new
+    /// log end offset and first unstable offset.
+    #[allow(clippy::too_many_arguments)]
     fn write_batches(
         &self,
         inner: &mut LogInner,
@@ -300,6 +369,7 @@ impl Log {
         data: &[u8],
         metas: Vec<BatchMeta>,
         infos: Vec<BatchInfo>,
+        update: ProducerStateUpdate,
         now_ms: i64,
     ) -> Result<AppendInfo> {
         let (Some(first), Some(last)) = (metas.first(), metas.last()) else {
@@ -321,10 +391,15 @@ impl Log {
         inner.active_mut().append(data, &metas)?;
         let records: u64 = metas.iter().map(|m| (m.last_offset - m.base_offset + 1) as u64).sum();
         inner.unflushed_messages = inner.unflushed_messages.saturating_add(records);
+        // The data is in the log: producer state must follow whatever happens next. A
+        // failed transaction index write is repaired by replay at the next recovery.
+        let aborted = inner.producer_state.apply(update, last_offset + 1);
+        let indexed = aborted.into_iter().try_for_each(|txn| inner.active_mut().txn_index_mut().append(txn));
+        self.publish(inner);
+        indexed?;
         if inner.unflushed_messages >= config.flush_interval_messages {
             Self::flush_locked(inner)?;
         }
-        self.publish(inner);
         Ok(AppendInfo {
             first_offset,
             last_offset,
@@ -334,6 +409,7 @@ impl Log {
             offset_of_max_timestamp,
             valid_bytes: data.len(),
             batches: infos,
+            duplicate: false,
         })
     }
 }

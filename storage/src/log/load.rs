@@ -1,15 +1,18 @@
 //! Opening a partition directory: clean up leftovers of interrupted operations, open the
-//! segments, recover after an unclean shutdown, and settle the log start offset.
+//! segments, recover after an unclean shutdown, settle the log start offset, and rebuild
+//! producer state and transaction indexes from the latest snapshot plus a replay.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::LogInner;
+use super::{producers, LogInner};
 use crate::checkpoint;
 use crate::config::LogConfig;
 use crate::error::{IoOp, Result, StorageError};
+use crate::producer_state::ProducerStateManager;
 use crate::segment::{
     remove_if_exists, LogSegment, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
 };
 
 /// Suffix of a segment file written by the log cleaner but not yet swapped in.
@@ -39,8 +42,9 @@ fn parse_base(name: &str, suffix: &str) -> Option<i64> {
 /// - `.deleted` files belong to segments already removed from the log: delete them.
 /// - `.cleaned` files are an unfinished cleaning: delete them (the originals are intact).
 /// - a `.log.swap` file is a finished cleaning whose originals may already be gone: it is
-///   renamed into place (its indexes are rebuilt) and the segments it covers are dropped
-///   once its range is known. Index `.swap` files are deleted.
+///   renamed into place (its indexes are rebuilt, its transaction index by replay) and
+///   the segments it covers are dropped once its range is known. Index `.swap` files are
+///   deleted.
 fn scan_dir(dir: &Path) -> Result<DirListing> {
     let mut listing = DirListing::default();
     let entries = std::fs::read_dir(dir).map_err(|e| StorageError::io(IoOp::ListDir, dir, 0, e))?;
@@ -62,7 +66,7 @@ fn scan_dir(dir: &Path) -> Result<DirListing> {
                 tracing::warn!(file = %path.display(), "completing interrupted segment swap");
                 let target = dir.join(original);
                 std::fs::rename(&path, &target).map_err(|e| StorageError::io(IoOp::Rename, &path, 0, e))?;
-                for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
                     remove_if_exists(&dir.join(format!("{}{suffix}", crate::segment::file_stem(base))))?;
                 }
                 listing.swapped_bases.push(base);
@@ -80,8 +84,9 @@ fn scan_dir(dir: &Path) -> Result<DirListing> {
         };
         if let Some(base) = parse_base(&name, LOG_SUFFIX) {
             listing.log_bases.push(base);
-        } else if let Some(base) =
-            parse_base(&name, INDEX_SUFFIX).or_else(|| parse_base(&name, TIME_INDEX_SUFFIX))
+        } else if let Some(base) = parse_base(&name, INDEX_SUFFIX)
+            .or_else(|| parse_base(&name, TIME_INDEX_SUFFIX))
+            .or_else(|| parse_base(&name, TXN_INDEX_SUFFIX))
         {
             listing.index_files.push((base, dir.join(&name)));
         }
@@ -101,7 +106,8 @@ pub(super) fn load(dir: &Path, config: &LogConfig, clean_shutdown: bool, now_ms:
             remove_if_exists(path)?;
         }
     }
-    let mut segments = open_segments(dir, &listing, config, clean_shutdown, now_ms)?;
+    let (mut segments, mut replay_from_at_most) =
+        open_segments(dir, &listing, config, clean_shutdown, now_ms)?;
 
     let checkpointed = checkpoint::read_log_start_offset(dir);
     if segments.is_empty() {
@@ -116,6 +122,7 @@ pub(super) fn load(dir: &Path, config: &LogConfig, clean_shutdown: bool, now_ms:
         last_flush_ms: now_ms,
         last_seen_ms: now_ms,
         pending_deletes: Vec::new(),
+        producer_state: ProducerStateManager::new(dir)?,
         closed: false,
     };
     let leo = inner.log_end_offset();
@@ -133,12 +140,20 @@ pub(super) fn load(dir: &Path, config: &LogConfig, clean_shutdown: bool, now_ms:
             segment.delete()?;
         }
         inner.segments.insert(start, LogSegment::create(dir, start, config, now_ms)?);
+        inner.producer_state.delete_snapshots_where(|_| true)?;
+        replay_from_at_most = start;
     }
+    producers::rebuild_producer_state(
+        &mut inner,
+        replay_from_at_most,
+        now_ms,
+        config.producer_id_expiration_ms,
+    )?;
     Ok(inner)
 }
 
 fn remove_segment_files(dir: &Path, base: i64) -> Result<()> {
-    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
         remove_if_exists(&dir.join(format!("{}{suffix}", crate::segment::file_stem(base))))?;
     }
     Ok(())
@@ -148,16 +163,19 @@ fn remove_segment_files(dir: &Path, base: i64) -> Result<()> {
 /// If recovering a segment cut bytes off, every later segment is dropped too: offsets
 /// after a corruption cannot be trusted to continue densely. A segment overlapping the
 /// next one is cut back to it, except a swapped-in (cleaned) segment, which wins over
-/// the segments it covers.
+/// the segments it covers. Also returns the offset producer state must be replayed from
+/// (at most) so that every transaction index in doubt is rebuilt: the base of the first
+/// recovered, swapped-in or corrupt-index segment, else `i64::MAX`.
 fn open_segments(
     dir: &Path,
     listing: &DirListing,
     config: &LogConfig,
     clean_shutdown: bool,
     now_ms: i64,
-) -> Result<BTreeMap<i64, LogSegment>> {
+) -> Result<(BTreeMap<i64, LogSegment>, i64)> {
     let bases = &listing.log_bases;
     let mut segments: BTreeMap<i64, LogSegment> = BTreeMap::new();
+    let mut replay_from_at_most = listing.swapped_bases.iter().copied().min().unwrap_or(i64::MAX);
     for (i, &base) in bases.iter().enumerate() {
         let last = i + 1 == bases.len();
         if let Some((&prev_base, previous)) = segments.iter_mut().next_back() {
@@ -175,10 +193,12 @@ fn open_segments(
                 previous.truncate_to(base)?;
             }
         }
-        let (segment, truncated) =
-            LogSegment::open(dir, base, config, now_ms, last, last && !clean_shutdown)?;
+        let (segment, loaded) = LogSegment::open(dir, base, config, now_ms, last, last && !clean_shutdown)?;
         segments.insert(base, segment);
-        if truncated > 0 && !last {
+        if loaded.txn_index_suspect {
+            replay_from_at_most = replay_from_at_most.min(base);
+        }
+        if loaded.truncated_bytes > 0 && !last {
             for &later in &bases[i + 1..] {
                 tracing::warn!(dir = %dir.display(), segment = later, "dropping segment after a corrupt one");
                 remove_segment_files(dir, later)?;
@@ -190,5 +210,5 @@ fn open_segments(
     if let Some(active) = segments.values_mut().next_back() {
         active.resize_indexes(config.segment_index_bytes)?;
     }
-    Ok(segments)
+    Ok((segments, replay_from_at_most))
 }

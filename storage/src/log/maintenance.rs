@@ -1,8 +1,9 @@
-//! Rolling, flushing, retention, DeleteRecords, truncation, close and delete.
+//! Rolling, flushing, retention, DeleteRecords, truncation, close and delete, each
+//! keeping producer state and its snapshots consistent with the segments.
 
 use std::collections::BTreeMap;
 
-use super::{Log, LogInner, PendingDelete};
+use super::{producers, Log, LogInner, PendingDelete};
 use crate::checkpoint;
 use crate::config::LogConfig;
 use crate::error::{IoOp, Result, StorageError};
@@ -10,7 +11,8 @@ use crate::segment::{remove_if_exists, LogSegment};
 
 impl Log {
     /// Starts a new active segment at the log end offset (no-op if the active segment is
-    /// empty). The old one gets its final time index entry and trimmed indexes.
+    /// empty). The old one gets its final time index entry and trimmed indexes, and a
+    /// producer state snapshot is taken at the new base, from which a crash recovers it.
     pub fn roll(&self) -> Result<()> {
         let config = self.config();
         let mut inner = self.write_inner();
@@ -29,7 +31,10 @@ impl Log {
         let segment = LogSegment::create(&self.dir, new_base, config, inner.last_seen_ms)?;
         tracing::debug!(topic = %self.topic, partition = self.partition, base_offset = new_base, "rolled segment");
         inner.segments.insert(new_base, segment);
-        Ok(())
+        // Not fsynced under the lock: a snapshot lost to a machine crash only means a
+        // longer replay (an unreadable one is skipped).
+        inner.producer_state.set_map_end_offset(new_base);
+        producers::take_producer_snapshot(inner, false)
     }
 
     /// fsyncs every segment with unflushed appends.
@@ -155,9 +160,12 @@ impl Log {
                 self.schedule_delete(inner, segment, config)?;
             }
         }
-        let first_base = inner.segments.keys().next().copied().unwrap_or(inner.log_start_offset);
+        let first_base = inner.first_segment_base();
         inner.log_start_offset = inner.log_start_offset.max(first_base);
         tracing::info!(
+        // Replaying from a snapshot below the first segment would skip deleted batches.
+        // Producer state itself is kept: producers outlive their batches until expiry.
+        inner.producer_state.delete_snapshots_where(|offset| offset < first_base)?;
             topic = %self.topic,
             partition = self.partition,
             segments = deletable.len(),
@@ -198,6 +206,8 @@ impl Log {
             }
         }
         self.publish(&inner);
+        let first_base = inner.first_segment_base();
+        inner.producer_state.delete_snapshots_where(|offset| offset < first_base)?;
         Ok(offset)
     }
 
@@ -208,6 +218,11 @@ impl Log {
     /// log start (or the first segment) empties the log and restarts it at `offset`; a
     /// cut below the log start restarts the empty log at the log start.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
+    ///
+    /// Producer state is rebuilt from the newest snapshot at or below the new log end plus
+    /// a replay of the batches after it; snapshots above the new end are deleted. Open
+    /// transactions that started in the removed tail are gone, and so are the aborted
+    /// transactions whose markers were there.
         let config = self.config();
         let mut inner = self.write_inner();
         self.check_open(&inner)?;
@@ -240,6 +255,14 @@ impl Log {
                 let start = inner.log_start_offset;
                 self.truncate_fully_and_start_at(&mut inner, &config, start)?;
             }
+            } else {
+                let now_ms = inner.last_seen_ms;
+                producers::rebuild_producer_state(
+                    &mut inner,
+                    i64::MAX,
+                    now_ms,
+                    config.producer_id_expiration_ms,
+                )?;
         }
         tracing::info!(
             topic = %self.topic,
@@ -265,6 +288,8 @@ impl Log {
         inner.segments.insert(offset, segment);
         inner.log_start_offset = offset;
         checkpoint::write_log_start_offset(&self.dir, offset)
+        inner.producer_state.delete_snapshots_where(|_| true)?;
+        inner.producer_state.reset_to(offset);
     }
 
     /// Renames a removed segment's files to `.deleted` and removes them once
@@ -298,9 +323,10 @@ impl Log {
         Ok(())
     }
 
-    /// Flushes, writes the final time index entry, trims the indexes and removes pending
-    /// deleted files; the log then refuses further calls. `&self` because the log is
-    /// shared (`Arc`) between the manager and the broker.
+    /// Flushes, writes the final time index entry, trims the indexes, writes a producer
+    /// state snapshot at the log end (so a clean restart replays nothing) and removes
+    /// pending deleted files; the log then refuses further calls. `&self` because the log
+    /// is shared (`Arc`) between the manager and the broker.
     pub fn close(&self) -> Result<()> {
         let mut inner = self.write_inner();
         if inner.closed {
@@ -311,6 +337,9 @@ impl Log {
             segment.on_become_inactive()?;
         }
         Self::remove_due_files(&mut inner, i64::MAX)?;
+        let log_end_offset = inner.log_end_offset();
+        inner.producer_state.set_map_end_offset(log_end_offset);
+        producers::take_producer_snapshot(&mut inner, true)?;
         inner.closed = true;
         Ok(())
     }

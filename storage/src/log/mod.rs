@@ -3,13 +3,16 @@
 //! All state sits behind one `RwLock`: appends, rolls, retention and truncation take it
 //! for writing; reads take it for reading and hand back a [`FileSlice`] that is used after
 //! the lock is released. Validation of incoming batches (CRC, record decoding) happens
-//! before the lock is taken, so it does not serialize producers. The log end offset and
-//! log start offset are mirrored in atomics so hot-path queries take no lock.
+//! before the lock is taken, so it does not serialize producers. Producer state
+//! (idempotence, transactions) is checked and updated under the same write lock, so
+//! check-and-append is atomic. The log end offset, log start offset and first unstable
+//! offset are mirrored in atomics so hot-path queries take no lock.
 
 mod append;
 mod load;
 mod maintenance;
 mod read;
+mod producers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,11 +20,13 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use append::{AppendInfo, AppendOrigin, BatchInfo};
+pub(crate) use append::batch_info;
 pub use read::LogReadInfo;
 
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
 use crate::segment::LogSegment;
+use crate::producer_state::ProducerStateManager;
 
 /// Files of deleted segments waiting for `file.delete.delay.ms` to pass.
 #[derive(Debug)]
@@ -42,6 +47,8 @@ struct LogInner {
     last_seen_ms: i64,
     pending_deletes: Vec<PendingDelete>,
     closed: bool,
+    /// Idempotence and transaction state, consistent with the segments.
+    producer_state: ProducerStateManager,
 }
 
 impl LogInner {
@@ -63,7 +70,19 @@ impl LogInner {
     }
 }
 
+    fn first_segment_base(&self) -> i64 {
+        self.segments.keys().next().copied().unwrap_or(self.log_start_offset)
+    }
+
+    /// First offset of the oldest open transaction, never below the log start offset.
+    fn first_unstable_offset(&self) -> Option<i64> {
+        self.producer_state.first_undecided_offset().map(|offset| offset.max(self.log_start_offset))
+    }
+
 /// The log of one topic-partition: `<log.dirs>/<topic>-<partition>/`, Kafka's layout.
+/// `first_unstable_offset` mirror value meaning "no open transaction".
+const NO_UNSTABLE_OFFSET: i64 = -1;
+
 ///
 /// `Send + Sync`; share it as `Arc<Log>`. Every method takes `&self` and locks
 /// internally; no guard escapes. Times are passed in (`now_ms`) so tests control them.
@@ -77,6 +96,8 @@ pub struct Log {
     log_end_offset: AtomicI64,
     log_start_offset: AtomicI64,
 }
+    /// [`NO_UNSTABLE_OFFSET`] when no transaction is open.
+    first_unstable_offset: AtomicI64,
 
 impl Log {
     /// Opens the log of `topic`-`partition` under the log dir `root`, creating it if
@@ -104,6 +125,9 @@ impl Log {
             inner: RwLock::new(inner),
         };
         tracing::debug!(
+            first_unstable_offset: AtomicI64::new(
+                inner.first_unstable_offset().unwrap_or(NO_UNSTABLE_OFFSET),
+            ),
             topic = %log.topic,
             partition = log.partition,
             log_start_offset = log.log_start_offset(),
@@ -184,7 +208,7 @@ impl Log {
     }
 
     /// Mirrors offsets into the atomics after a change, checking the invariant
-    /// `log_start_offset <= log_end_offset`.
+    /// `log_start_offset <= first_unstable_offset <= log_end_offset`.
     fn publish(&self, inner: &LogInner) {
         let leo = inner.log_end_offset();
         assert!(
@@ -196,8 +220,15 @@ impl Log {
         self.log_start_offset.store(inner.log_start_offset, Ordering::Release);
     }
 }
+        let unstable = inner.first_unstable_offset();
+        if let Some(unstable) = unstable {
+            assert!(unstable <= leo, "first unstable offset {unstable} above log end offset {leo}");
+        }
+        // The log end first: a reader that sees the new unstable offset sees a log end
+        // at least as far.
 
 /// `<topic>-<partition>`, refusing names that would escape the log dir.
+        self.first_unstable_offset.store(unstable.unwrap_or(NO_UNSTABLE_OFFSET), Ordering::Release);
 pub(crate) fn partition_dir_name(topic: &str, partition: i32) -> Result<String> {
     let bad = topic.is_empty()
         || topic == "."

@@ -1,4 +1,5 @@
-//! `LogSegment`: one `.log` file of whole batches plus its `.index` and `.timeindex`.
+//! `LogSegment`: one `.log` file of whole batches plus its `.index`, `.timeindex` and
+//! `.txnindex`.
 //!
 //! The log file is only ever appended to (`O_APPEND` writes) or truncated, and read with
 //! `pread`; it is never memory-mapped, so a torn or truncated file cannot fault the
@@ -8,6 +9,7 @@
 mod read;
 mod recover;
 
+mod scan;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,7 +19,7 @@ use strata_protocol::records::RecordBatchHeader;
 
 use crate::config::LogConfig;
 use crate::error::{IoOp, Result, StorageError};
-use crate::index::{OffsetIndex, TimeIndex};
+use crate::index::{OffsetIndex, TimeIndex, TransactionIndex};
 
 pub use read::TimestampAndOffset;
 
@@ -28,6 +30,8 @@ pub(crate) const INDEX_SUFFIX: &str = ".index";
 /// Suffix of time index files.
 pub(crate) const TIME_INDEX_SUFFIX: &str = ".timeindex";
 /// Suffix added to files of deleted segments until they are removed.
+/// Suffix of transaction index files.
+pub(crate) const TXN_INDEX_SUFFIX: &str = ".txnindex";
 pub(crate) const DELETED_SUFFIX: &str = ".deleted";
 
 /// The 20-digit zero-padded base offset that names a segment's files.
@@ -69,6 +73,7 @@ pub(crate) struct LogSegment {
     offset_index: OffsetIndex,
     time_index: TimeIndex,
     /// Offset after the last batch; `base_offset` when empty.
+    txn_index: TransactionIndex,
     next_offset: i64,
     /// Largest batch max timestamp, -1 when unknown or empty.
     max_timestamp: i64,
@@ -90,7 +95,9 @@ impl LogSegment {
         let log_path = path_with(dir, base_offset, LOG_SUFFIX);
         let log = open_log_file(&log_path)?;
         log.set_len(0).map_err(|e| StorageError::io(IoOp::SetLen, &log_path, 0, e))?;
-        let mut segment = Self::with_files(dir, base_offset, log_path, log, 0, config, now_ms)?;
+        let txn_index =
+            TransactionIndex::create(&path_with(dir, base_offset, TXN_INDEX_SUFFIX), base_offset)?;
+        let mut segment = Self::with_files(dir, base_offset, log_path, log, 0, txn_index, config, now_ms)?;
         segment.offset_index.reset();
         segment.time_index.reset();
         segment.offset_index.resize(u64::from(config.segment_index_bytes))?;
@@ -102,7 +109,7 @@ impl LogSegment {
     /// their sanity check are rebuilt by a full recovery of the segment. `active` selects
     /// the full (rather than first/last) index check and preallocates the indexes for
     /// appends. `force_recover` skips the checks and recovers (after an unclean shutdown).
-    /// Returns the segment and the number of bytes recovery truncated.
+    /// Returns the segment and what loading it found.
     pub(crate) fn open(
         dir: &Path,
         base_offset: i64,
@@ -110,19 +117,38 @@ impl LogSegment {
         now_ms: i64,
         active: bool,
         force_recover: bool,
-    ) -> Result<(Self, u64)> {
+    ) -> Result<(Self, SegmentLoad)> {
         let log_path = path_with(dir, base_offset, LOG_SUFFIX);
         let indexes_present = path_with(dir, base_offset, INDEX_SUFFIX).exists()
             && path_with(dir, base_offset, TIME_INDEX_SUFFIX).exists();
         let log = open_log_file(&log_path)?;
         let size = log.metadata().map_err(|e| StorageError::io(IoOp::Metadata, &log_path, 0, e))?.len();
-        let mut segment = Self::with_files(dir, base_offset, log_path, log, size, config, now_ms)?;
+        let txn_path = path_with(dir, base_offset, TXN_INDEX_SUFFIX);
+        let (txn_index, txn_index_sane) = TransactionIndex::open(&txn_path, base_offset, i64::MAX)?;
+        let mut segment = Self::with_files(dir, base_offset, log_path, log, size, txn_index, config, now_ms)?;
         if active {
             segment.resize_indexes(config.segment_index_bytes)?;
         }
         if force_recover {
-            let truncated = segment.recover()?;
-            return Ok((segment, truncated));
+        let truncated_bytes = segment.open_indexes(active, force_recover, size, indexes_present)?;
+        // Entries for markers lost with a torn tail go too.
+        segment.txn_index.truncate_to(segment.next_offset)?;
+        // After a crash the active segment's last aborts may have reached the log but not
+        // the transaction index: the log replays the segment to be sure.
+        let txn_index_suspect = force_recover || !txn_index_sane;
+        Ok((segment, SegmentLoad { truncated_bytes, txn_index_suspect }))
+    }
+
+    /// Loads or rebuilds the offset and time indexes; returns the bytes recovery cut.
+    fn open_indexes(
+        &mut self,
+        active: bool,
+        force_recover: bool,
+        size: u64,
+        indexes_present: bool,
+    ) -> Result<u64> {
+        let segment = self;
+            return segment.recover();
         }
         let sane = indexes_present || size == 0;
         let sane = sane && segment.offset_index.sanity_check(size, active).is_ok();
@@ -144,16 +170,18 @@ impl LogSegment {
             // final time index entry.
             segment.on_become_inactive()?;
         }
-        Ok((segment, truncated))
+        Ok(truncated)
     }
 
     fn with_files(
+    #[allow(clippy::too_many_arguments)]
         dir: &Path,
         base_offset: i64,
         log_path: PathBuf,
         log: File,
         size: u64,
         config: &LogConfig,
+        txn_index: TransactionIndex,
         now_ms: i64,
     ) -> Result<Self> {
         let offset_index = OffsetIndex::open(
@@ -174,6 +202,7 @@ impl LogSegment {
             offset_index,
             time_index,
             next_offset: base_offset,
+            txn_index,
             max_timestamp: -1,
             offset_of_max_timestamp: -1,
             first_batch_timestamp: None,
@@ -327,7 +356,7 @@ impl LogSegment {
             self.time_index.flush()?;
             self.dirty = false;
         }
-        Ok(())
+        self.txn_index.flush()
     }
 
     /// Renames all three files with the `.deleted` suffix, so a crash before their
@@ -346,13 +375,18 @@ impl LogSegment {
         self.time_index.rename(time_to.clone())?;
         paths.push(time_to);
         Ok(paths)
+        let txn_to = with_suffix(self.txn_index.path(), DELETED_SUFFIX);
+        if self.txn_index.rename(txn_to.clone())? {
+            paths.push(txn_to);
+        }
     }
 
     /// Removes the segment's files now (readers holding a `FileSlice` keep working).
     pub(crate) fn delete(self) -> Result<()> {
         remove_if_exists(&self.log_path)?;
         self.offset_index.delete()?;
-        self.time_index.delete()
+        self.time_index.delete()?;
+        self.txn_index.delete()
     }
 
     /// Removes the records at and after `offset`, cutting at the start of the batch that
@@ -371,6 +405,7 @@ impl LogSegment {
         self.offset_index.truncate_to(cut_offset);
         self.time_index.truncate_to(cut_offset);
         if !self.load_tail_state()? {
+        self.txn_index.truncate_to(cut_offset)?;
             self.recover()?;
         }
         if self.size == 0 {
@@ -415,6 +450,22 @@ impl LogSegment {
         &self.log
     }
 }
+    pub(crate) fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
+    pub(crate) fn txn_index_mut(&mut self) -> &mut TransactionIndex {
+        &mut self.txn_index
+    }
+}
+
+/// What opening a segment found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SegmentLoad {
+    /// Bytes recovery cut off a torn or corrupt tail.
+    pub(crate) truncated_bytes: u64,
+    /// The transaction index may lack entries (crash recovery) or was corrupt and
+    /// emptied: the log must replay this segment with known producer state.
+    pub(crate) txn_index_suspect: bool,
 
 fn open_log_file(path: &Path) -> Result<File> {
     OpenOptions::new()

@@ -1,6 +1,7 @@
 //! Rebuilding a segment from its log file after an unclean shutdown or a broken index:
 //! re-read every batch checking structure, offsets and CRC, cut the file at the first
-//! bad byte, and re-create both indexes.
+//! bad byte, and re-create both indexes. The transaction index loses the entries of cut
+//! markers; rebuilding the rest needs producer state, so the log does it by replay.
 
 use std::os::unix::fs::FileExt;
 
@@ -56,6 +57,7 @@ impl LogSegment {
                 .map_err(|e| StorageError::io(IoOp::SetLen, &self.log_path, position, e))?;
             self.size = position;
         }
+        self.txn_index.truncate_to(self.next_offset)?;
         self.dirty = true;
         Ok(truncated)
     }

@@ -97,3 +97,72 @@ pub fn read_all(log: &Log) -> Vec<Rec> {
     }
     out
 }
+
+/// A batch of `n` records from an idempotent producer starting at sequence `seq`, with
+/// timestamps `ts`; `transactional` sets the transactional bit.
+pub fn producer_batch(
+    producer_id: i64,
+    epoch: i16,
+    seq: i32,
+    n: usize,
+    ts: i64,
+    transactional: bool,
+) -> Bytes {
+    let mut b = RecordBatchBuilder::new(0).producer(producer_id, epoch, seq).transactional(transactional);
+    for i in 0..n {
+        let value = Bytes::from(format!("p{producer_id}-e{epoch}-s{}", i64::from(seq) + i as i64));
+        b.append(&NewRecord::new(ts, None, Some(value))).expect("append to builder");
+    }
+    b.build().expect("build batch")
+}
+
+/// An idempotent (non-transactional) batch.
+pub fn idempotent(producer_id: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
+    producer_batch(producer_id, epoch, seq, n, 1_000, false)
+}
+
+/// A transactional batch.
+pub fn transactional(producer_id: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
+    producer_batch(producer_id, epoch, seq, n, 1_000, true)
+}
+
+/// A COMMIT (`commit`) or ABORT marker batch for the producer, from coordinator epoch
+/// `coordinator_epoch`.
+pub fn marker(producer_id: i64, epoch: i16, commit: bool, coordinator_epoch: i32) -> Bytes {
+    let marker = if commit {
+        strata_protocol::records::EndTxnMarker::commit(coordinator_epoch)
+    } else {
+        strata_protocol::records::EndTxnMarker::abort(coordinator_epoch)
+    };
+    strata_protocol::records::EndTxnMarkerBatch {
+        producer_id,
+        producer_epoch: epoch,
+        partition_leader_epoch: 0,
+        timestamp: 1_000,
+        marker,
+    }
+    .build(0)
+    .expect("build marker")
+}
+
+/// Appends a marker the way the transaction coordinator does.
+pub fn end_txn(log: &Log, producer_id: i64, epoch: i16, commit: bool) -> strata_storage::AppendInfo {
+    log.append_with_origin(
+        marker(producer_id, epoch, commit, 0),
+        0,
+        strata_storage::AppendOrigin::Coordinator,
+        1_000,
+    )
+    .expect("append marker")
+}
+
+/// Names of the files in `dir` ending with `suffix`, sorted.
+pub fn files_with_suffix(dir: &std::path::Path, suffix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list dir")
+        .map(|e| e.expect("dir entry").file_name().into_string().expect("utf-8 name"))
+        .filter(|n| n.ends_with(suffix))
+        .collect();
+    names.sort();
+    names
+}

@@ -1,0 +1,161 @@
+//! The log's side of producer state: the queries the broker makes (last stable offset,
+//! aborted transactions, DescribeProducers, expiration), and keeping the
+//! [`ProducerStateManager`] and the transaction indexes consistent with the segments
+//! through rolls, recovery and truncation (snapshots plus replay).
+
+use std::sync::atomic::Ordering;
+
+use super::{batch_info, Log, LogInner, NO_UNSTABLE_OFFSET};
+use crate::error::Result;
+use crate::index::AbortedTxn;
+use crate::producer_state::{ActiveProducer, Origin};
+
+impl Log {
+    /// First offset of the oldest open transaction (raised to the log start offset if
+    /// retention passed it), or `None` when no transaction is open. The last stable
+    /// offset is this or else the log end offset; a `read_committed` fetch reads up to
+    /// min(LSO, high watermark). Lock-free.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let offset = self.first_unstable_offset.load(Ordering::Acquire);
+        (offset != NO_UNSTABLE_OFFSET).then_some(offset)
+    }
+
+    /// The last stable offset (LSO): [`Log::first_unstable_offset`] or else the log end
+    /// offset. The broker bounds it by the high watermark. Lock-free.
+    pub fn last_stable_offset(&self) -> i64 {
+        let log_end_offset = self.log_end_offset();
+        self.first_unstable_offset().map_or(log_end_offset, |offset| offset.min(log_end_offset))
+    }
+
+    /// The aborted transactions overlapping `[start_offset, upper_bound_offset)`: every
+    /// one whose ABORT marker is at or after `start_offset` and whose first offset is
+    /// below `upper_bound_offset`, in marker order, looked up in the transaction indexes
+    /// of the segment holding `start_offset` and the following ones, as far as needed.
+    /// A `read_committed` Fetch lists them (producer id, first offset) so the consumer
+    /// drops those records.
+    pub fn aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<Vec<AbortedTxn>> {
+        let inner = self.read_inner();
+        self.check_open(&inner)?;
+        let floor = inner.segments.range(..=start_offset).next_back().map_or(i64::MIN, |(base, _)| *base);
+        let mut out = Vec::new();
+        for segment in inner.segments.range(floor..).map(|(_, s)| s) {
+            if segment.txn_index().collect(start_offset, upper_bound_offset, &mut out) {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The producers this partition knows (DescribeProducers), ordered by id.
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        self.read_inner().producer_state.active_producers()
+    }
+
+    /// Forgets producers whose last batch or marker is `producer.id.expiration.ms` old
+    /// and that have no open transaction; returns how many. The broker calls it
+    /// periodically (Kafka: every `producer.id.expiration.check.interval.ms`, 10 min).
+    /// A forgotten producer's next batch is accepted at any sequence, as a new one.
+    pub fn remove_expired_producers(&self, now_ms: i64) -> Result<usize> {
+        let config = self.config();
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        inner.observe_now(now_ms);
+        let removed = inner.producer_state.remove_expired(now_ms, config.producer_id_expiration_ms);
+        if removed > 0 {
+            tracing::debug!(topic = %self.topic, partition = self.partition, removed, "expired producer ids");
+        }
+        Ok(removed)
+    }
+}
+
+/// Writes a producer snapshot at the state's end (if new), then prunes old ones.
+///
+/// Kept: the newest snapshot at or below the base of the segment before the active one,
+/// the newest at or below the active segment's base, and the newest of all. A crash
+/// recovers the active segment from the second, a truncation into the previous segment
+/// replays from the first, and a clean restart starts from the third: the "last two"
+/// segment snapshots plus the clean-shutdown one, at most three files.
+pub(super) fn take_producer_snapshot(inner: &mut LogInner, sync: bool) -> Result<()> {
+    inner.producer_state.take_snapshot(sync)?;
+    let mut bases = inner.segments.keys().rev();
+    let active = bases.next().copied().unwrap_or(0);
+    let previous = bases.next().copied().unwrap_or(active);
+    let offsets = inner.producer_state.snapshot_offsets();
+    let newest_at_or_below = |limit: i64| offsets.iter().rev().find(|o| **o <= limit).copied();
+    let keep = [newest_at_or_below(previous), newest_at_or_below(active), offsets.last().copied()];
+    inner.producer_state.delete_snapshots_where(|offset| !keep.contains(&Some(offset)))
+}
+
+/// Rebuilds producer state, ongoing transactions and transaction index entries from the
+/// newest usable snapshot at or below `replay_from_at_most` and a replay of the log
+/// after it (Kafka's `rebuildProducerState` / `truncateAndReload`).
+///
+/// Snapshots above the log end (truncated away) or below the first segment (their
+/// replay would skip deleted batches) are deleted first. Without a usable snapshot the
+/// whole log is replayed. Index entries already present are kept; missing ones are
+/// appended.
+pub(super) fn rebuild_producer_state(
+    inner: &mut LogInner,
+    replay_from_at_most: i64,
+    now_ms: i64,
+    expiration_ms: i64,
+) -> Result<()> {
+    let log_end_offset = inner.log_end_offset();
+    let first_base = inner.first_segment_base();
+    let state = &mut inner.producer_state;
+    state.delete_snapshots_where(|offset| offset > log_end_offset || offset < first_base)?;
+    let max_start = replay_from_at_most.min(log_end_offset);
+    let start = match state.load_latest_snapshot(first_base, max_start, now_ms, expiration_ms)? {
+        Some(offset) => offset,
+        None => {
+            state.reset_to(first_base);
+            first_base
+        }
+    };
+    replay(inner, start)?;
+    inner.producer_state.set_map_end_offset(log_end_offset);
+    Ok(())
+}
+
+/// Feeds every producer batch at or after `start` through producer state (as
+/// replication would) and records the aborts it completes in their segments'
+/// transaction indexes. Reads headers only, plus the small control batches.
+fn replay(inner: &mut LogInner, start: i64) -> Result<()> {
+    let LogInner { segments, producer_state, .. } = inner;
+    let floor = segments.range(..=start).next_back().map_or(i64::MIN, |(base, _)| *base);
+    let mut aborted_by_segment: Vec<(i64, Vec<AbortedTxn>)> = Vec::new();
+    let mut batches = 0u64;
+    for (base, segment) in segments.range(floor..) {
+        if segment.next_offset() <= start {
+            continue;
+        }
+        let mut aborted = Vec::new();
+        segment.for_each_batch_from(start, |position, header| {
+            // A batch straddling `start` is already in the snapshot.
+            if header.producer_id < 0 || header.base_offset < start {
+                return Ok(());
+            }
+            let marker =
+                if header.is_control() { segment.read_end_txn_marker(position, header)? } else { None };
+            let info = batch_info(header, marker);
+            let update = producer_state.prepare_update(std::slice::from_ref(&info), Origin::Replication)?;
+            aborted.extend(producer_state.apply(update, header.next_offset()));
+            batches += 1;
+            Ok(())
+        })?;
+        aborted_by_segment.push((*base, aborted));
+    }
+    for (base, aborted) in aborted_by_segment {
+        if let Some(segment) = segments.get_mut(&base) {
+            for txn in aborted {
+                segment.txn_index_mut().append_if_newer(txn)?;
+            }
+        }
+    }
+    tracing::debug!(start, batches, "replayed producer batches");
+    Ok(())
+}
