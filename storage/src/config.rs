@@ -37,6 +37,9 @@ pub struct LogConfig {
     /// Not a Kafka key: cap on a batch's decompressed size when the leader validates
     /// records, guarding against zip bombs. Defaults to 64 x `max.message.bytes`.
     pub max_uncompressed_batch_bytes: usize,
+    /// `producer.id.expiration.ms` (a broker key in Kafka): how long a producer id with
+    /// no open transaction is remembered after its last write, for idempotence.
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -54,10 +57,8 @@ impl Default for LogConfig {
             flush_interval_ms: i64::MAX,
             message_timestamp_type: TimestampType::CreateTime,
             file_delete_delay_ms: 60_000,
-    /// `producer.id.expiration.ms` (a broker key in Kafka): how long a producer id with
-    /// no open transaction is remembered after its last write, for idempotence.
-    pub producer_id_expiration_ms: i64,
             max_uncompressed_batch_bytes: 64 * max_message_bytes as usize,
+            producer_id_expiration_ms: 24 * 60 * 60 * 1000,
         }
     }
 }
@@ -81,7 +82,6 @@ impl LogConfig {
         }
         if self.segment_index_bytes < 24 {
             return invalid("segment.index.bytes", self.segment_index_bytes.to_string());
-            producer_id_expiration_ms: 24 * 60 * 60 * 1000,
         }
         if self.max_message_bytes == 0 {
             return invalid("max.message.bytes", self.max_message_bytes.to_string());
@@ -95,9 +95,9 @@ impl LogConfig {
         if self.file_delete_delay_ms < 0 {
             return invalid("file.delete.delay.ms", self.file_delete_delay_ms.to_string());
         }
-        Ok(())
-    }
-}
         if self.producer_id_expiration_ms < 1 {
             return invalid("producer.id.expiration.ms", self.producer_id_expiration_ms.to_string());
         }
+        Ok(())
+    }
+}

@@ -162,10 +162,10 @@ impl Log {
         }
         let first_base = inner.first_segment_base();
         inner.log_start_offset = inner.log_start_offset.max(first_base);
-        tracing::info!(
         // Replaying from a snapshot below the first segment would skip deleted batches.
         // Producer state itself is kept: producers outlive their batches until expiry.
         inner.producer_state.delete_snapshots_where(|offset| offset < first_base)?;
+        tracing::info!(
             topic = %self.topic,
             partition = self.partition,
             segments = deletable.len(),
@@ -205,9 +205,9 @@ impl Log {
                 self.schedule_delete(&mut inner, segment, &config)?;
             }
         }
-        self.publish(&inner);
         let first_base = inner.first_segment_base();
         inner.producer_state.delete_snapshots_where(|offset| offset < first_base)?;
+        self.publish(&inner);
         Ok(offset)
     }
 
@@ -217,12 +217,12 @@ impl Log {
     /// replication uses). An `offset` at or above the log end is a no-op; one below the
     /// log start (or the first segment) empties the log and restarts it at `offset`; a
     /// cut below the log start restarts the empty log at the log start.
-    pub fn truncate_to(&self, offset: i64) -> Result<()> {
     ///
     /// Producer state is rebuilt from the newest snapshot at or below the new log end plus
     /// a replay of the batches after it; snapshots above the new end are deleted. Open
     /// transactions that started in the removed tail are gone, and so are the aborted
     /// transactions whose markers were there.
+    pub fn truncate_to(&self, offset: i64) -> Result<()> {
         let config = self.config();
         let mut inner = self.write_inner();
         self.check_open(&inner)?;
@@ -254,7 +254,6 @@ impl Log {
                 // readable is left, so restart at the start offset to keep it <= the end.
                 let start = inner.log_start_offset;
                 self.truncate_fully_and_start_at(&mut inner, &config, start)?;
-            }
             } else {
                 let now_ms = inner.last_seen_ms;
                 producers::rebuild_producer_state(
@@ -263,6 +262,7 @@ impl Log {
                     now_ms,
                     config.producer_id_expiration_ms,
                 )?;
+            }
         }
         tracing::info!(
             topic = %self.topic,
@@ -287,9 +287,9 @@ impl Log {
         let segment = LogSegment::create(&self.dir, offset, config, inner.last_seen_ms)?;
         inner.segments.insert(offset, segment);
         inner.log_start_offset = offset;
-        checkpoint::write_log_start_offset(&self.dir, offset)
         inner.producer_state.delete_snapshots_where(|_| true)?;
         inner.producer_state.reset_to(offset);
+        checkpoint::write_log_start_offset(&self.dir, offset)
     }
 
     /// Renames a removed segment's files to `.deleted` and removes them once
@@ -336,10 +336,10 @@ impl Log {
         for segment in inner.segments.values_mut() {
             segment.on_become_inactive()?;
         }
-        Self::remove_due_files(&mut inner, i64::MAX)?;
         let log_end_offset = inner.log_end_offset();
         inner.producer_state.set_map_end_offset(log_end_offset);
         producers::take_producer_snapshot(&mut inner, true)?;
+        Self::remove_due_files(&mut inner, i64::MAX)?;
         inner.closed = true;
         Ok(())
     }

@@ -11,22 +11,22 @@
 mod append;
 mod load;
 mod maintenance;
-mod read;
 mod producers;
+mod read;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use append::{AppendInfo, AppendOrigin, BatchInfo};
 pub(crate) use append::batch_info;
+pub use append::{AppendInfo, AppendOrigin, BatchInfo};
 pub use read::LogReadInfo;
 
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
-use crate::segment::LogSegment;
 use crate::producer_state::ProducerStateManager;
+use crate::segment::LogSegment;
 
 /// Files of deleted segments waiting for `file.delete.delay.ms` to pass.
 #[derive(Debug)]
@@ -46,9 +46,9 @@ struct LogInner {
     /// Latest clock value seen from any caller, for operations that take no `now_ms`.
     last_seen_ms: i64,
     pending_deletes: Vec<PendingDelete>,
-    closed: bool,
     /// Idempotence and transaction state, consistent with the segments.
     producer_state: ProducerStateManager,
+    closed: bool,
 }
 
 impl LogInner {
@@ -68,7 +68,6 @@ impl LogInner {
     fn observe_now(&mut self, now_ms: i64) {
         self.last_seen_ms = self.last_seen_ms.max(now_ms);
     }
-}
 
     fn first_segment_base(&self) -> i64 {
         self.segments.keys().next().copied().unwrap_or(self.log_start_offset)
@@ -78,11 +77,12 @@ impl LogInner {
     fn first_unstable_offset(&self) -> Option<i64> {
         self.producer_state.first_undecided_offset().map(|offset| offset.max(self.log_start_offset))
     }
+}
 
-/// The log of one topic-partition: `<log.dirs>/<topic>-<partition>/`, Kafka's layout.
 /// `first_unstable_offset` mirror value meaning "no open transaction".
 const NO_UNSTABLE_OFFSET: i64 = -1;
 
+/// The log of one topic-partition: `<log.dirs>/<topic>-<partition>/`, Kafka's layout.
 ///
 /// `Send + Sync`; share it as `Arc<Log>`. Every method takes `&self` and locks
 /// internally; no guard escapes. Times are passed in (`now_ms`) so tests control them.
@@ -95,9 +95,9 @@ pub struct Log {
     inner: RwLock<LogInner>,
     log_end_offset: AtomicI64,
     log_start_offset: AtomicI64,
-}
     /// [`NO_UNSTABLE_OFFSET`] when no transaction is open.
     first_unstable_offset: AtomicI64,
+}
 
 impl Log {
     /// Opens the log of `topic`-`partition` under the log dir `root`, creating it if
@@ -122,12 +122,12 @@ impl Log {
             config: RwLock::new(Arc::new(config)),
             log_end_offset: AtomicI64::new(inner.log_end_offset()),
             log_start_offset: AtomicI64::new(inner.log_start_offset),
-            inner: RwLock::new(inner),
-        };
-        tracing::debug!(
             first_unstable_offset: AtomicI64::new(
                 inner.first_unstable_offset().unwrap_or(NO_UNSTABLE_OFFSET),
             ),
+            inner: RwLock::new(inner),
+        };
+        tracing::debug!(
             topic = %log.topic,
             partition = log.partition,
             log_start_offset = log.log_start_offset(),
@@ -216,19 +216,19 @@ impl Log {
             "log start offset {} above log end offset {leo}",
             inner.log_start_offset
         );
-        self.log_end_offset.store(leo, Ordering::Release);
-        self.log_start_offset.store(inner.log_start_offset, Ordering::Release);
-    }
-}
         let unstable = inner.first_unstable_offset();
         if let Some(unstable) = unstable {
             assert!(unstable <= leo, "first unstable offset {unstable} above log end offset {leo}");
         }
         // The log end first: a reader that sees the new unstable offset sees a log end
         // at least as far.
+        self.log_end_offset.store(leo, Ordering::Release);
+        self.log_start_offset.store(inner.log_start_offset, Ordering::Release);
+        self.first_unstable_offset.store(unstable.unwrap_or(NO_UNSTABLE_OFFSET), Ordering::Release);
+    }
+}
 
 /// `<topic>-<partition>`, refusing names that would escape the log dir.
-        self.first_unstable_offset.store(unstable.unwrap_or(NO_UNSTABLE_OFFSET), Ordering::Release);
 pub(crate) fn partition_dir_name(topic: &str, partition: i32) -> Result<String> {
     let bad = topic.is_empty()
         || topic == "."

@@ -8,8 +8,8 @@
 
 mod read;
 mod recover;
-
 mod scan;
+
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,9 +29,9 @@ pub(crate) const LOG_SUFFIX: &str = ".log";
 pub(crate) const INDEX_SUFFIX: &str = ".index";
 /// Suffix of time index files.
 pub(crate) const TIME_INDEX_SUFFIX: &str = ".timeindex";
-/// Suffix added to files of deleted segments until they are removed.
 /// Suffix of transaction index files.
 pub(crate) const TXN_INDEX_SUFFIX: &str = ".txnindex";
+/// Suffix added to files of deleted segments until they are removed.
 pub(crate) const DELETED_SUFFIX: &str = ".deleted";
 
 /// The 20-digit zero-padded base offset that names a segment's files.
@@ -72,8 +72,8 @@ pub(crate) struct LogSegment {
     size: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
-    /// Offset after the last batch; `base_offset` when empty.
     txn_index: TransactionIndex,
+    /// Offset after the last batch; `base_offset` when empty.
     next_offset: i64,
     /// Largest batch max timestamp, -1 when unknown or empty.
     max_timestamp: i64,
@@ -129,7 +129,6 @@ impl LogSegment {
         if active {
             segment.resize_indexes(config.segment_index_bytes)?;
         }
-        if force_recover {
         let truncated_bytes = segment.open_indexes(active, force_recover, size, indexes_present)?;
         // Entries for markers lost with a torn tail go too.
         segment.txn_index.truncate_to(segment.next_offset)?;
@@ -148,6 +147,7 @@ impl LogSegment {
         indexes_present: bool,
     ) -> Result<u64> {
         let segment = self;
+        if force_recover {
             return segment.recover();
         }
         let sane = indexes_present || size == 0;
@@ -173,15 +173,15 @@ impl LogSegment {
         Ok(truncated)
     }
 
-    fn with_files(
     #[allow(clippy::too_many_arguments)]
+    fn with_files(
         dir: &Path,
         base_offset: i64,
         log_path: PathBuf,
         log: File,
         size: u64,
-        config: &LogConfig,
         txn_index: TransactionIndex,
+        config: &LogConfig,
         now_ms: i64,
     ) -> Result<Self> {
         let offset_index = OffsetIndex::open(
@@ -201,8 +201,8 @@ impl LogSegment {
             size,
             offset_index,
             time_index,
-            next_offset: base_offset,
             txn_index,
+            next_offset: base_offset,
             max_timestamp: -1,
             offset_of_max_timestamp: -1,
             first_batch_timestamp: None,
@@ -374,11 +374,11 @@ impl LogSegment {
         let time_to = with_suffix(self.time_index.path(), DELETED_SUFFIX);
         self.time_index.rename(time_to.clone())?;
         paths.push(time_to);
-        Ok(paths)
         let txn_to = with_suffix(self.txn_index.path(), DELETED_SUFFIX);
         if self.txn_index.rename(txn_to.clone())? {
             paths.push(txn_to);
         }
+        Ok(paths)
     }
 
     /// Removes the segment's files now (readers holding a `FileSlice` keep working).
@@ -404,8 +404,8 @@ impl LogSegment {
         self.size = position;
         self.offset_index.truncate_to(cut_offset);
         self.time_index.truncate_to(cut_offset);
-        if !self.load_tail_state()? {
         self.txn_index.truncate_to(cut_offset)?;
+        if !self.load_tail_state()? {
             self.recover()?;
         }
         if self.size == 0 {
@@ -449,7 +449,6 @@ impl LogSegment {
     pub(crate) fn file(&self) -> &Arc<File> {
         &self.log
     }
-}
     pub(crate) fn txn_index(&self) -> &TransactionIndex {
         &self.txn_index
     }
@@ -466,6 +465,7 @@ pub(crate) struct SegmentLoad {
     /// The transaction index may lack entries (crash recovery) or was corrupt and
     /// emptied: the log must replay this segment with known producer state.
     pub(crate) txn_index_suspect: bool,
+}
 
 fn open_log_file(path: &Path) -> Result<File> {
     OpenOptions::new()
