@@ -4,7 +4,8 @@
 #   1. the limits: loopback TCP bandwidth (strata-perf loopback), the latency floor
 #      (p99 of a null server offered 50 MB/s over loopback, strata-perf loopback
 #      --latency-at-mbps) and sequential write bandwidth to the data dir (dd with
-#      conv=fdatasync);
+#      conv=fdatasync), and the CPU floor: kernel CPU seconds per GB of buffered file
+#      writes (dd) and of loopback TCP (sender and receiver);
 #   2. a release strata broker on a temp dir, idle RSS with a 100-partition topic;
 #   3. the workloads, each --runs times (medians reported):
 #        produce   1 KiB records, acks=1, one partition, unthrottled;
@@ -43,7 +44,7 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0; shift ;;
         --json) JSON_OUT=$2; shift 2 ;;
         --nice) NICE=(nice -n "$2"); shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -58,9 +59,9 @@ PRODUCE_OPTS=(--record-size "$RECORD_SIZE" --acks 1 --partitions 1 --batch-size 
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-if ! command -v jq >/dev/null 2>&1; then
-    log "installing jq (apt)"
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends jq >/dev/null
+if ! command -v jq >/dev/null 2>&1 || [ ! -x /usr/bin/time ]; then
+    log "installing jq and time (apt)"
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends jq time >/dev/null
 fi
 
 if [ "$BUILD" = 1 ]; then
@@ -98,10 +99,15 @@ status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 log "measuring loopback TCP bandwidth"
 LOOPBACK_SAMPLES=()
+NET_CPU_SAMPLES=()
 for _ in $(seq "$RUNS"); do
-    LOOPBACK_SAMPLES+=("$("${NICE[@]}" "$PERF" loopback --duration 2 --json | jq .mb_per_sec)")
+    json=$(/usr/bin/time -f '%S %U' -o "$WORK/time" "${NICE[@]}" "$PERF" loopback --duration 2 --json)
+    LOOPBACK_SAMPLES+=("$(echo "$json" | jq .mb_per_sec)")
+    # CPU seconds (sender and receiver together) per GB moved over loopback.
+    NET_CPU_SAMPLES+=("$(calc "($(awk '{print $1 + $2}' "$WORK/time")) / ($(echo "$json" | jq .bytes) / 1e9)")")
 done
 LOOPBACK=$(printf '%s\n' "${LOOPBACK_SAMPLES[@]}" | median)
+NET_CPU=$(printf '%s\n' "${NET_CPU_SAMPLES[@]}" | median)
 
 log "measuring the loopback latency floor at ${LATENCY_MBPS} MB/s (null server, 16 KiB messages)"
 FLOOR_SAMPLES=()
@@ -121,6 +127,15 @@ for _ in $(seq "$RUNS"); do
     DISK_SAMPLES+=("$(calc "$bytes / $secs / 1e6")")
 done
 DISK=$(printf '%s\n' "${DISK_SAMPLES[@]}" | median)
+
+log "measuring the kernel CPU cost of buffered file writes (dd bs=128K, 512 MiB, no sync)"
+WRITE_CPU_SAMPLES=()
+for _ in $(seq "$RUNS"); do
+    /usr/bin/time -f '%S %U' -o "$WORK/time" "${NICE[@]}" dd if=/dev/zero of="$WORK/dd.tmp" bs=128K count=4096 2>/dev/null
+    rm -f "$WORK/dd.tmp"
+    WRITE_CPU_SAMPLES+=("$(calc "($(awk '{print $1 + $2}' "$WORK/time")) / 0.536870912")")
+done
+WRITE_CPU=$(printf '%s\n' "${WRITE_CPU_SAMPLES[@]}" | median)
 log "loopback ${LOOPBACK} MB/s, latency floor p99 ${FLOOR_P99} ms, disk ${DISK} MB/s"
 
 # ---------------------------------------------------------------------------------------
@@ -222,6 +237,7 @@ done
 row() { printf '%-34s %10s %8s   %-22s %s\n' "$@"; }
 echo
 echo "Machine: $(nproc) cores, loopback $(calc "$LOOPBACK") MB/s, sequential write $(calc "$DISK") MB/s (medians of $RUNS)"
+echo "CPU floor: buffered file writes cost $(calc "$WRITE_CPU") core-s/GB; loopback TCP costs $(calc "$NET_CPU") core-s/GB (sender + receiver)"
 echo "Latency floor: a null server offered ${LATENCY_MBPS} MB/s over loopback answers with p99 $(calc "$FLOOR_P99") ms"
 echo "Load average (1, 5, 15 min) at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ ${#NICE[@]} -gt 0 ] && echo "Priority: every measurement ran under '${NICE[*]}'"
@@ -260,6 +276,7 @@ for label in "${LABELS[@]}"; do
         l_rss=$(med "$label-latency" '.broker_peak_rss_kb / 1024')
         row "broker CPU per GB ingested (s)" "$p_cpu" "$(calc "$p_cpu / 0.5")" "<= 0.5 core-s/GB" \
             "$(spread "$label-produce" '.broker_cpu_s / (.bytes / 1e9)')"
+        row "  over the write + receive floor" "$(calc "$p_cpu / ($WRITE_CPU + $NET_CPU / 2)")" "" "" ""
         row "broker CPU per GB served (s)" "$c_cpu" "" "" "$(spread "$label-consume" '.broker_cpu_s / (.bytes / 1e9)')"
         row "RSS at start (MiB)" "$(calc "$RSS_START_KB / 1024")" "" "" ""
         row "RSS idle, 100 partitions (MiB)" "$(calc "$RSS_IDLE_KB / 1024")" "$(calc "$RSS_IDLE_KB / 1024 / 20")" "<= 20 MiB" ""
@@ -278,6 +295,8 @@ if [ -n "$JSON_OUT" ]; then
     runs=$(for f in "$WORK"/*.jsonl; do jq -c --arg w "$(basename "$f" .jsonl)" '{workload: $w} + .' "$f"; done | jq -s .)
     echo "$SUMMARY" | jq --arg l "$LOOPBACK" --arg d "$DISK" --argjson runs "$runs" \
         --arg f "$FLOOR_P99" \
-        '{loopback_mb_per_sec: ($l|tonumber), loopback_p99_ms_at_50mbps: ($f|tonumber), disk_write_mb_per_sec: ($d|tonumber), brokers: ., runs: $runs}' >"$JSON_OUT"
+        --arg w "$WRITE_CPU" --arg n "$NET_CPU" \
+        '{loopback_mb_per_sec: ($l|tonumber), loopback_p99_ms_at_50mbps: ($f|tonumber),
+          write_cpu_s_per_gb: ($w|tonumber), loopback_cpu_s_per_gb: ($n|tonumber), disk_write_mb_per_sec: ($d|tonumber), brokers: ., runs: $runs}' >"$JSON_OUT"
     log "wrote $JSON_OUT"
 fi
