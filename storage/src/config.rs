@@ -7,7 +7,7 @@ use crate::error::{Result, StorageError};
 
 /// Topic-level log settings. Field names follow the Kafka keys (`segment.bytes` ->
 /// `segment_bytes`), with units in the names. `Default` gives Kafka's defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll the active segment before it would exceed this size.
     pub segment_bytes: u64,
@@ -34,6 +34,23 @@ pub struct LogConfig {
     /// `file.delete.delay.ms`: how long deleted segment files linger (renamed to
     /// `.deleted`) before removal.
     pub file_delete_delay_ms: i64,
+    /// `cleanup.policy` contains `compact`: the log cleaner keeps the latest record per key
+    /// (see [`crate::Cleaner`]).
+    pub cleanup_policy_compact: bool,
+    /// `cleanup.policy` contains `delete`: `retention.ms` and `retention.bytes` apply.
+    /// Kafka's default policy is `delete` alone.
+    pub cleanup_policy_delete: bool,
+    /// `min.cleanable.dirty.ratio`: clean when the dirty bytes are more than this
+    /// fraction of the cleanable bytes.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: segments holding records younger than this are not cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record this old makes the log due for cleaning
+    /// whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long tombstones survive after the cleaning that first
+    /// kept them (their batch's delete horizon, KIP-534).
+    pub delete_retention_ms: i64,
     /// Not a Kafka key: cap on a batch's decompressed size when the leader validates
     /// records, guarding against zip bombs. Defaults to 64 x `max.message.bytes`.
     pub max_uncompressed_batch_bytes: usize,
@@ -57,6 +74,12 @@ impl Default for LogConfig {
             flush_interval_ms: i64::MAX,
             message_timestamp_type: TimestampType::CreateTime,
             file_delete_delay_ms: 60_000,
+            cleanup_policy_compact: false,
+            cleanup_policy_delete: true,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 24 * 60 * 60 * 1000,
             max_uncompressed_batch_bytes: 64 * max_message_bytes as usize,
             producer_id_expiration_ms: 24 * 60 * 60 * 1000,
         }
@@ -94,6 +117,18 @@ impl LogConfig {
         }
         if self.file_delete_delay_ms < 0 {
             return invalid("file.delete.delay.ms", self.file_delete_delay_ms.to_string());
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return invalid("min.cleanable.dirty.ratio", self.min_cleanable_dirty_ratio.to_string());
+        }
+        if self.min_compaction_lag_ms < 0 {
+            return invalid("min.compaction.lag.ms", self.min_compaction_lag_ms.to_string());
+        }
+        if self.max_compaction_lag_ms < 1 || self.max_compaction_lag_ms < self.min_compaction_lag_ms {
+            return invalid("max.compaction.lag.ms", self.max_compaction_lag_ms.to_string());
+        }
+        if self.delete_retention_ms < 0 {
+            return invalid("delete.retention.ms", self.delete_retention_ms.to_string());
         }
         if self.producer_id_expiration_ms < 1 {
             return invalid("producer.id.expiration.ms", self.producer_id_expiration_ms.to_string());

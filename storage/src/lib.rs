@@ -11,6 +11,7 @@
 //!                                00000000000000000000.txnindex   aborted transactions (34-byte entries), if any
 //!                                00000000000000004242.snapshot   producer state below offset 4242
 //!                                log-start-offset-checkpoint     raised by DeleteRecords
+//!                                cleaner-offset-checkpoint       first dirty offset (compaction)
 //! ```
 //!
 //! Segment files are named by their 20-digit zero-padded base offset. Indexes are sparse
@@ -27,6 +28,8 @@
 //! LogConfig { segment_bytes, segment_ms, retention_ms, retention_bytes, index_interval_bytes,
 //!             segment_index_bytes, max_message_bytes, flush_interval_messages, flush_interval_ms,
 //!             message_timestamp_type, file_delete_delay_ms, max_uncompressed_batch_bytes,
+//!             cleanup_policy_compact, cleanup_policy_delete, min_cleanable_dirty_ratio,
+//!             min_compaction_lag_ms, max_compaction_lag_ms, delete_retention_ms,
 //!             producer_id_expiration_ms }
 //!     Default = Kafka's defaults; validate() -> Result<()>
 //!
@@ -69,6 +72,14 @@
 //!   get_or_create(&self, topic, partition, config, now_ms) -> Result<Arc<Log>>
 //!   get(&self, topic, partition) -> Option<Arc<Log>>;  remove(&self, topic, partition) -> Result<bool>
 //!   all(&self) -> Vec<Arc<Log>>;  close_all(&self) -> Result<()>;  had_clean_shutdown(&self) -> bool
+//!
+//! Cleaner (log compaction, see the `cleaner` module docs; one per cleaner thread)
+//!   new(CleanerConfig { dedupe_buffer_bytes, dedupe_buffer_load_factor, io_buffer_bytes }) -> Result<Cleaner>
+//!   clean(&mut self, log: &Log, now_ms: i64, high_watermark: i64) -> Result<CleanStats>
+//!   inspect(log: &Log, now_ms: i64, high_watermark: i64) -> Result<CleanableInfo>
+//! CleanStats { outcome: CleanOutcome, info: Option<CleanableInfo>, end_offset, segments_cleaned, .. }
+//! CleanableInfo { first_dirty_offset, first_uncleanable_offset, clean_bytes, dirty_bytes,
+//!                 dirty_ratio, max_compaction_delay_ms, should_clean }
 //! ```
 //!
 //! # Guarantees
@@ -104,12 +115,15 @@
 //! (completed transactions whose markers are above the high watermark count as stable
 //! here, which replication will have to change).
 //!
-//! What log compaction must keep for producer state: transaction markers until their
-//! transaction's data is gone (Kafka's marker delete horizon), each producer's last
-//! batch (as an empty batch if need be) so a replay rebuilds its sequence, and the
-//! `.txnindex` of cleaned segments (a swapped-in segment's is rebuilt by replay on load).
+//! Log compaction keeps transactional batches and markers byte for byte: removing aborted
+//! data, and markers once their transaction's data is gone and `delete.retention.ms` has
+//! passed (Kafka's marker delete horizon), is still to do. It already keeps each
+//! producer's last batch (as an empty batch if need be) so a replay rebuilds its
+//! sequence, and carries the `.txnindex` entries of cleaned segments over (a swapped-in
+//! segment's is rebuilt by replay on load).
 
 mod checkpoint;
+mod cleaner;
 mod config;
 mod error;
 mod file_slice;
@@ -119,6 +133,7 @@ mod manager;
 mod producer_state;
 mod segment;
 
+pub use cleaner::{CleanOutcome, CleanStats, CleanableInfo, Cleaner, CleanerConfig};
 pub use config::LogConfig;
 pub use error::{IoOp, Result, StorageError};
 pub use file_slice::FileSlice;

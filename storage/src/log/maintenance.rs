@@ -76,7 +76,8 @@ impl Log {
     /// segment). The active segment counts too when it has data: if every segment is
     /// deletable the log rolls first, as Kafka does, so one (empty) segment always
     /// remains. Returns the number of segments deleted. Equivalent to
-    /// [`Log::apply_retention_up_to`] with the log end offset as high watermark.
+    /// [`Log::apply_retention_up_to`] with the log end offset as high watermark. The time
+    /// and size limits apply only when `cleanup.policy` contains `delete`, as in Kafka.
     pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
         self.apply_retention_up_to(now_ms, i64::MAX)
     }
@@ -98,7 +99,7 @@ impl Log {
         let mut deleted = self.delete_oldest_segments(&mut inner, &config, high_watermark, |_| {
             below_start.next().unwrap_or(false)
         })?;
-        if config.retention_ms >= 0 {
+        if config.cleanup_policy_delete && config.retention_ms >= 0 {
             let mut expired = Vec::new();
             for segment in inner.segments.values() {
                 expired.push(
@@ -110,7 +111,7 @@ impl Log {
                 flags.next().unwrap_or(false)
             })?;
         }
-        if config.retention_bytes >= 0 {
+        if config.cleanup_policy_delete && config.retention_bytes >= 0 {
             let total: u64 = inner.segments.values().map(LogSegment::size).sum();
             let mut excess = i128::from(total) - i128::from(config.retention_bytes);
             deleted += self.delete_oldest_segments(&mut inner, &config, high_watermark, |segment| {
@@ -295,7 +296,7 @@ impl Log {
     /// Renames a removed segment's files to `.deleted` and removes them once
     /// `file.delete.delay.ms` has passed (immediately if it is 0). Readers holding a
     /// `FileSlice` of it keep working either way.
-    fn schedule_delete(
+    pub(super) fn schedule_delete(
         &self,
         inner: &mut LogInner,
         mut segment: LogSegment,

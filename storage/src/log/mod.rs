@@ -9,6 +9,7 @@
 //! offset are mirrored in atomics so hot-path queries take no lock.
 
 mod append;
+mod cleaning;
 mod load;
 mod maintenance;
 mod producers;
@@ -95,6 +96,8 @@ pub struct Log {
     inner: RwLock<LogInner>,
     log_end_offset: AtomicI64,
     log_start_offset: AtomicI64,
+    /// Log cleaner bookkeeping (one cleaning at a time, cached checkpoint).
+    cleaner_state: cleaning::CleanerState,
     /// [`NO_UNSTABLE_OFFSET`] when no transaction is open.
     first_unstable_offset: AtomicI64,
 }
@@ -125,6 +128,7 @@ impl Log {
             first_unstable_offset: AtomicI64::new(
                 inner.first_unstable_offset().unwrap_or(NO_UNSTABLE_OFFSET),
             ),
+            cleaner_state: cleaning::CleanerState::default(),
             inner: RwLock::new(inner),
         };
         tracing::debug!(

@@ -6,6 +6,7 @@
 //! process. The segment keeps in memory what appends and rolls need: its size, its next
 //! offset, its largest timestamp and the bytes since the last index entry.
 
+mod cleaned;
 mod read;
 mod recover;
 mod scan;
