@@ -21,8 +21,9 @@ const CLASSIC_GROUP_TYPE: &str = "classic";
 
 impl GroupCoordinator {
     /// Handles a DeleteGroups request: Empty groups are deleted with their offsets at
-    /// once; the client is answered once the tombstones are written (one append per
-    /// `__consumer_offsets` partition involved).
+    /// once (pending transactional offsets included: an open transaction does not keep
+    /// an Empty group from being deleted, as in Kafka); the client is answered once the
+    /// tombstones are written (one append per `__consumer_offsets` partition involved).
     pub fn delete_groups(
         &mut self,
         meta: &RequestMeta,
@@ -83,8 +84,11 @@ impl GroupCoordinator {
                 partitions.keys().map(|p| Record::offset_tombstone(group_id, topic, *p))
             })
             .collect();
-        // Commits still in flight get a tombstone too, so they cannot resurface on load.
-        for (topic, partition) in group.pending_commits.keys() {
+        // Commits still in flight, and offsets of open transactions (which a commit marker
+        // would otherwise make visible on load), get a tombstone too.
+        let uncommitted: BTreeSet<(String, i32)> =
+            group.pending_commits.keys().cloned().chain(group.pending_txn_partitions()).collect();
+        for (topic, partition) in &uncommitted {
             if !group.has_committed_offset(topic, *partition) {
                 records.push(Record::offset_tombstone(group_id, topic, *partition));
             }

@@ -69,6 +69,22 @@ pub struct OffsetAndMetadata {
     pub expire_timestamp_ms: Option<i64>,
 }
 
+/// An offset commit with the place of its record in the log: `log_position` grows with
+/// the record's offset in its `__consumer_offsets` partition (appends are numbered in
+/// the order they are issued, which the shell keeps, and records in the order they are
+/// replayed). Kafka keeps the record's offset for the same purpose
+/// (`CommitRecordMetadataAndOffset`): when a transaction commits, its offsets replace a
+/// partition's committed offset only if their records are newer. Positions are compared
+/// only within one group, whose records all live in one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct CommittedOffset {
+    pub offset: OffsetAndMetadata,
+    pub log_position: u64,
+}
+
+/// (topic, partition) of a committed offset.
+pub(super) type TopicPartition = (String, i32);
+
 #[derive(Debug, Clone)]
 pub(super) struct Group {
     pub group_id: String,
@@ -96,11 +112,16 @@ pub(super) struct Group {
     pub new_member_added: bool,
     /// Topics of a `consumer` group's subscription, if known.
     pub subscribed_topics: Option<BTreeSet<String>>,
-    pub offsets: BTreeMap<String, BTreeMap<i32, OffsetAndMetadata>>,
-    /// Appends of offset commits not yet acknowledged, per (topic, partition). A commit
-    /// is applied on acknowledgement only if its append is still listed here: deleting
-    /// the offset meanwhile unlists it, as the tombstone follows it in the log.
-    pub pending_commits: HashMap<(String, i32), BTreeSet<AppendId>>,
+    pub offsets: BTreeMap<String, BTreeMap<i32, CommittedOffset>>,
+    /// Appends of offset commits (plain or transactional) not yet acknowledged, per
+    /// (topic, partition). A commit is applied on acknowledgement only if its append is
+    /// still listed here: deleting the offset meanwhile unlists it, as the tombstone
+    /// follows it in the log.
+    pub pending_commits: HashMap<TopicPartition, BTreeSet<AppendId>>,
+    /// Transactional offsets written but not yet committed or aborted by a transaction
+    /// marker, per producer id (Kafka's `pendingTransactionalOffsetCommits`). Invisible
+    /// to OffsetFetch; they make a partition "unstable" for `require_stable` fetches.
+    pub txn_offsets: BTreeMap<i64, BTreeMap<TopicPartition, CommittedOffset>>,
 }
 
 impl Group {
@@ -124,6 +145,7 @@ impl Group {
             subscribed_topics: None,
             offsets: BTreeMap::new(),
             pending_commits: HashMap::new(),
+            txn_offsets: BTreeMap::new(),
         }
     }
 
@@ -312,12 +334,15 @@ impl Group {
         Ok(())
     }
 
-    /// Kafka's `ClassicGroup.validateOffsetCommit` for non-transactional commits.
+    /// Kafka's `ClassicGroup.validateOffsetCommit`. Transactional commits (TxnOffsetCommit)
+    /// are not tied to the group's state: before v3 they carry no member id or
+    /// generation, and a transaction may commit while the group rebalances.
     pub fn validate_offset_commit(
         &self,
         member_id: &str,
         group_instance_id: Option<&str>,
         generation_id: i32,
+        transactional: bool,
     ) -> Result<(), ErrorCode> {
         if self.is(GroupState::Dead) {
             return Err(ErrorCode::CoordinatorNotAvailable);
@@ -331,10 +356,10 @@ impl Group {
             if generation_id != self.generation_id {
                 return Err(ErrorCode::IllegalGeneration);
             }
-        } else if !self.is(GroupState::Empty) {
+        } else if !transactional && !self.is(GroupState::Empty) {
             return Err(ErrorCode::UnknownMemberId);
         }
-        if self.is(GroupState::CompletingRebalance) {
+        if !transactional && self.is(GroupState::CompletingRebalance) {
             return Err(ErrorCode::RebalanceInProgress);
         }
         Ok(())
@@ -457,7 +482,11 @@ impl Group {
         self.offsets.get(topic).is_some_and(|p| p.contains_key(&partition))
     }
 
-    pub fn remove_offset(&mut self, topic: &str, partition: i32) -> Option<OffsetAndMetadata> {
+    pub fn committed(&self, topic: &str, partition: i32) -> Option<&CommittedOffset> {
+        self.offsets.get(topic)?.get(&partition)
+    }
+
+    pub fn remove_offset(&mut self, topic: &str, partition: i32) -> Option<CommittedOffset> {
         let partitions = self.offsets.get_mut(topic)?;
         let removed = partitions.remove(&partition);
         if partitions.is_empty() {
@@ -466,8 +495,52 @@ impl Group {
         removed
     }
 
-    pub fn put_offset(&mut self, topic: &str, partition: i32, offset: OffsetAndMetadata) {
+    pub fn put_offset(&mut self, topic: &str, partition: i32, offset: CommittedOffset) {
         self.offsets.entry(topic.to_owned()).or_default().insert(partition, offset);
+    }
+
+    /// Makes `offset` the committed offset unless the current one was written later
+    /// (Kafka keeps the most recent record when plain and transactional commits mix).
+    /// Returns whether it was applied.
+    pub fn put_offset_if_newer(&mut self, topic: &str, partition: i32, offset: CommittedOffset) -> bool {
+        if self.committed(topic, partition).is_some_and(|c| c.log_position > offset.log_position) {
+            return false;
+        }
+        self.put_offset(topic, partition, offset);
+        true
+    }
+
+    /// Whether some producer's open transaction holds an offset of `topic`-`partition`.
+    fn has_pending_txn_offset(&self, key: &TopicPartition) -> bool {
+        // Few producers hold offsets of one group at a time.
+        self.txn_offsets.values().any(|offsets| offsets.contains_key(key))
+    }
+
+    /// Whether an offset commit of `topic`-`partition` is being written or waits for its
+    /// transaction: OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT.
+    pub fn is_offset_unstable(&self, topic: &str, partition: i32) -> bool {
+        if self.pending_commits.is_empty() && self.txn_offsets.is_empty() {
+            return false;
+        }
+        let key = (topic.to_owned(), partition);
+        self.pending_commits.contains_key(&key) || self.has_pending_txn_offset(&key)
+    }
+
+    /// Drops the pending transactional offsets of `topic`-`partition` of every producer
+    /// (what replaying an offset tombstone does in Kafka); returns whether there were any.
+    pub fn remove_pending_txn_offsets(&mut self, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_owned(), partition);
+        let mut removed = false;
+        self.txn_offsets.retain(|_, offsets| {
+            removed |= offsets.remove(&key).is_some();
+            !offsets.is_empty()
+        });
+        removed
+    }
+
+    /// The partitions with a pending transactional offset, of any producer.
+    pub fn pending_txn_partitions(&self) -> BTreeSet<TopicPartition> {
+        self.txn_offsets.values().flat_map(|offsets| offsets.keys().cloned()).collect()
     }
 
     /// The timestamp an offset's retention counts from, or `None` if the group's offsets

@@ -8,12 +8,13 @@ use strata_protocol::messages::delete_groups::DeletableGroupResult;
 use strata_protocol::messages::join_group::JoinGroupRequestProtocol;
 use strata_protocol::messages::offset_commit::OffsetCommitResponse;
 use strata_protocol::messages::offset_delete::OffsetDeleteResponse;
+use strata_protocol::messages::txn_offset_commit::TxnOffsetCommitResponse;
 use strata_protocol::ErrorCode;
 
-use super::classic_group::{Group, GroupState, OffsetAndMetadata};
+use super::classic_group::{CommittedOffset, Group, GroupState, OffsetAndMetadata};
 use super::partition::{partition_for_group, PartitionState};
 use super::timer::{TimerKey, TimerTask, Timers};
-use super::{Action, AppendId, GroupConfig, Record, RequestToken, Response};
+use super::{Action, AppendId, GroupConfig, Record, RequestToken, Response, TransactionalProducer};
 
 /// The classic group coordinator of one broker: every group of every
 /// `__consumer_offsets` partition the broker coordinates. See the [module
@@ -25,6 +26,12 @@ pub struct GroupCoordinator {
     pub(super) timers: Timers,
     pub(super) pending: HashMap<AppendId, Completion>,
     pub(super) delete_ops: HashMap<u64, DeleteGroupsOp>,
+    /// (partition of `__consumer_offsets`, producer id) -> the groups of that partition
+    /// holding pending transactional offsets of the producer, so a marker finds them
+    /// without a scan. May name groups deleted since; those are skipped.
+    pub(super) open_txns: HashMap<(i32, i64), BTreeSet<String>>,
+    /// The next [`CommittedOffset::log_position`].
+    next_log_position: u64,
     next_append_id: u64,
     next_incarnation: u64,
     next_op_id: u64,
@@ -52,9 +59,11 @@ pub(super) enum Completion {
         token: RequestToken,
         group_id: String,
         incarnation: u64,
-        commits: Vec<(String, i32, OffsetAndMetadata)>,
+        commits: Vec<(String, i32, CommittedOffset)>,
         response: OffsetCommitResponse,
     },
+    /// TxnOffsetCommit: once written, the commits are pending for the producer.
+    TxnOffsetCommit(TxnCommit),
     /// The leader's SyncGroup: the assignment becomes visible once written.
     SyncAssignment {
         group_id: String,
@@ -71,6 +80,17 @@ pub(super) enum Completion {
         op: u64,
         groups: Vec<String>,
     },
+}
+
+/// A TxnOffsetCommit being written.
+#[derive(Debug)]
+pub(super) struct TxnCommit {
+    pub token: RequestToken,
+    pub group_id: String,
+    pub incarnation: u64,
+    pub producer_id: i64,
+    pub commits: Vec<(String, i32, CommittedOffset)>,
+    pub response: TxnOffsetCommitResponse,
 }
 
 /// A KIP-345 static member that rejoined a Stable group under a new member id without a
@@ -145,6 +165,8 @@ impl GroupCoordinator {
             timers: Timers::default(),
             pending: HashMap::new(),
             delete_ops: HashMap::new(),
+            open_txns: HashMap::new(),
+            next_log_position: 0,
             next_append_id: 0,
             next_incarnation: 0,
             next_op_id: 0,
@@ -189,7 +211,20 @@ impl GroupCoordinator {
         topic: &str,
         partition: i32,
     ) -> Option<&OffsetAndMetadata> {
-        self.groups.get(group_id)?.offsets.get(topic)?.get(&partition)
+        self.groups.get(group_id)?.committed(topic, partition).map(|c| &c.offset)
+    }
+
+    /// The offset of a partition that `producer_id` committed for a group in a transaction
+    /// not yet completed (invisible to OffsetFetch).
+    pub fn pending_transactional_offset(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        topic: &str,
+        partition: i32,
+    ) -> Option<&OffsetAndMetadata> {
+        let pending = self.groups.get(group_id)?.txn_offsets.get(&producer_id)?;
+        pending.get(&(topic.to_owned(), partition)).map(|c| &c.offset)
     }
 
     /// When [`GroupCoordinator::tick`] next has work to do.
@@ -247,6 +282,7 @@ impl GroupCoordinator {
             Completion::OffsetCommit { token, group_id, incarnation, commits, response } => {
                 self.on_commit_written(id, result, token, &group_id, incarnation, commits, response, &mut out)
             }
+            Completion::TxnOffsetCommit(commit) => self.on_txn_commit_written(id, result, commit, &mut out),
             Completion::SyncAssignment { group_id, incarnation, generation, assignment } => self
                 .on_assignment_written(
                     &group_id,
@@ -274,6 +310,7 @@ impl GroupCoordinator {
         out
     }
 
+    /// Issues a plain append.
     pub(super) fn append(
         &mut self,
         out: &mut Vec<Action>,
@@ -281,11 +318,31 @@ impl GroupCoordinator {
         records: Vec<Record>,
         completion: Completion,
     ) -> AppendId {
+        self.append_as(out, partition, None, records, completion)
+    }
+
+    /// Issues an append, transactional when `producer` is set.
+    pub(super) fn append_as(
+        &mut self,
+        out: &mut Vec<Action>,
+        partition: i32,
+        producer: Option<TransactionalProducer>,
+        records: Vec<Record>,
+        completion: Completion,
+    ) -> AppendId {
         let id = AppendId(self.next_append_id);
         self.next_append_id += 1;
         self.pending.insert(id, completion);
-        out.push(Action::Append { id, partition, records });
+        out.push(Action::Append { id, partition, producer, records });
         id
+    }
+
+    /// Numbers an offset commit record about to be appended or just replayed; see
+    /// [`CommittedOffset`]. Appends must be issued right after their records are
+    /// numbered, so that numbers follow the order of the log.
+    pub(super) fn next_log_position(&mut self) -> u64 {
+        self.next_log_position += 1;
+        self.next_log_position
     }
 
     pub(super) fn new_incarnation(&mut self) -> u64 {

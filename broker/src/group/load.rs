@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use strata_protocol::messages::join_group::JoinGroupRequestProtocol;
 use strata_protocol::ErrorCode;
 
-use super::classic_group::{Group, GroupState, OffsetAndMetadata};
+use super::classic_group::{CommittedOffset, Group, GroupState, OffsetAndMetadata};
 use super::coordinator::{respond, GroupCoordinator};
 use super::join::join_error;
 use super::member::Member;
@@ -26,9 +26,9 @@ impl GroupCoordinator {
         out
     }
 
-    /// Applies one record of `partition` read from the log during loading (`value` is
-    /// `None` for a tombstone). Records of types the classic coordinator does not know
-    /// (KIP-848 groups) are skipped. The shell passes only non-transactional records.
+    /// Applies one record of a plain (non-transactional) batch of `partition` read from
+    /// the log during loading (`value` is `None` for a tombstone). Records of types the
+    /// classic coordinator does not know (KIP-848 groups) are skipped.
     pub fn replay(&mut self, partition: i32, key: Bytes, value: Option<Bytes>) -> Result<(), RecordError> {
         if let Some(record) = Record::decode(key, value)? {
             self.replay_record(partition, record);
@@ -36,8 +36,46 @@ impl GroupCoordinator {
         Ok(())
     }
 
-    /// Applies one decoded record of `partition`; see [`GroupCoordinator::replay`].
+    /// Applies one record of a transactional batch of `producer_id` (a TxnOffsetCommit)
+    /// read from `partition`: its offset commit is pending until
+    /// [`GroupCoordinator::replay_marker`] replays the producer's COMMIT or ABORT.
+    pub fn replay_transactional(
+        &mut self,
+        partition: i32,
+        producer_id: i64,
+        key: Bytes,
+        value: Option<Bytes>,
+    ) -> Result<(), RecordError> {
+        if let Some(record) = Record::decode(key, value)? {
+            self.replay_transactional_record(partition, producer_id, record);
+        }
+        Ok(())
+    }
+
+    /// Applies one decoded record of a plain batch; see [`GroupCoordinator::replay`].
     pub fn replay_record(&mut self, partition: i32, record: Record) {
+        self.apply_replayed(partition, None, record);
+    }
+
+    /// Applies one decoded record of a transactional batch; see
+    /// [`GroupCoordinator::replay_transactional`].
+    pub fn replay_transactional_record(&mut self, partition: i32, producer_id: i64, record: Record) {
+        self.apply_replayed(partition, Some(producer_id), record);
+    }
+
+    /// Applies the COMMIT (`commit`) or ABORT marker of `producer_id` read from
+    /// `partition` (a control batch): the producer's pending offsets in the partition's
+    /// groups become committed, unless a later plain commit of the same partition was
+    /// replayed before the marker, or are dropped. A marker without pending offsets
+    /// (transactions that wrote none here) changes nothing.
+    pub fn replay_marker(&mut self, partition: i32, producer_id: i64, commit: bool) {
+        self.apply_marker(partition, producer_id, commit);
+    }
+
+    /// Kafka's `OffsetMetadataManager.replay` and `GroupMetadataManager.replay` for the
+    /// classic records. Only offset commits are transactional; group metadata in a
+    /// transactional batch (which Kafka never writes) applies at once, as in Kafka.
+    fn apply_replayed(&mut self, partition: i32, producer_id: Option<i64>, record: Record) {
         let expected = self.partition_for(record.group_id());
         if expected != partition {
             tracing::warn!(
@@ -55,20 +93,35 @@ impl GroupCoordinator {
                     group.state_timestamp_ms = None;
                     self.groups.insert(key.group.clone(), group);
                 }
-                if let Some(group) = self.groups.get_mut(&key.group) {
-                    group.put_offset(&key.topic, key.partition, offset_from_record(&value));
+                let committed = CommittedOffset {
+                    offset: offset_from_record(&value),
+                    log_position: self.next_log_position(),
+                };
+                let Some(group) = self.groups.get_mut(&key.group) else {
+                    return;
+                };
+                match producer_id {
+                    None => group.put_offset(&key.topic, key.partition, committed),
+                    Some(producer_id) => {
+                        let pending = group.txn_offsets.entry(producer_id).or_default();
+                        pending.insert((key.topic, key.partition), committed);
+                        self.open_txns.entry((group.partition, producer_id)).or_default().insert(key.group);
+                    }
                 }
             }
             Record::OffsetCommit { key, value: None } => {
                 if let Some(group) = self.groups.get_mut(&key.group) {
                     group.remove_offset(&key.topic, key.partition);
+                    group.remove_pending_txn_offsets(&key.topic, key.partition);
                 }
             }
             Record::GroupMetadata { key, value: Some(value) } => {
-                let offsets = self.groups.remove(&key.group).map(|g| g.offsets).unwrap_or_default();
+                let (offsets, txn_offsets) =
+                    self.groups.remove(&key.group).map(|g| (g.offsets, g.txn_offsets)).unwrap_or_default();
                 let incarnation = self.new_incarnation();
                 let mut group = group_from_record(&key.group, partition, incarnation, value);
                 group.offsets = offsets;
+                group.txn_offsets = txn_offsets;
                 self.groups.insert(key.group, group);
             }
             Record::GroupMetadata { key, value: None } => {
@@ -136,6 +189,7 @@ impl GroupCoordinator {
         }
         self.cancel_group_timers(&ids);
         self.timers.cancel(&TimerKey::OffsetExpiry { partition });
+        self.open_txns.retain(|(p, _), _| *p != partition);
         out
     }
 }

@@ -12,11 +12,14 @@
 //!   response, eventually; a token superseded by a newer request of the same member is
 //!   answered with REBALANCE_IN_PROGRESS.
 //! - [`Action::Append`]: write the records, as one batch, to that partition of
-//!   `__consumer_offsets` (non-transactional, uncompressed or not, as the shell likes),
-//!   in the order the appends were issued for that partition; once the write is
-//!   acknowledged (`acks=all`) or has failed, call
+//!   `__consumer_offsets` (uncompressed or not, as the shell likes), in the order the
+//!   appends were issued for that partition; a batch with a [`TransactionalProducer`]
+//!   is written as a transactional batch of that producer id and epoch (base sequence
+//!   0, as Kafka's coordinators write them), every other batch as a plain one.
+//!   Once the write is acknowledged (`acks=all`) or has failed, call
 //!   [`GroupCoordinator::append_complete`] with its [`AppendId`]. Responses that depend
-//!   on the write (SyncGroup, OffsetCommit, DeleteGroups, ...) come out of that call.
+//!   on the write (SyncGroup, OffsetCommit, TxnOffsetCommit, DeleteGroups, ...) come out
+//!   of that call.
 //!
 //! Timers (session timeouts, rebalance timeouts, the initial rebalance delay, offset
 //! expiry) are deadlines: the shell sleeps until [`GroupCoordinator::next_deadline`] (or
@@ -28,9 +31,20 @@
 //! response among them, now or later): [`GroupCoordinator::join_group`],
 //! [`GroupCoordinator::sync_group`], [`GroupCoordinator::heartbeat`],
 //! [`GroupCoordinator::leave_group`], [`GroupCoordinator::commit_offsets`],
-//! [`GroupCoordinator::delete_offsets`], [`GroupCoordinator::delete_groups`]. Reads answer
-//! directly: [`GroupCoordinator::fetch_offsets`] (every version; v8+ groups one by one),
+//! [`GroupCoordinator::txn_offset_commit`], [`GroupCoordinator::delete_offsets`],
+//! [`GroupCoordinator::delete_groups`]. Reads answer directly:
+//! [`GroupCoordinator::fetch_offsets`] (every version; v8+ groups one by one),
 //! [`GroupCoordinator::list_groups`], [`GroupCoordinator::describe_groups`].
+//!
+//! Transactional offsets (KIP-98): TxnOffsetCommit writes the commits in a transactional
+//! batch of the producer; once written they are *pending* for that producer, invisible to
+//! OffsetFetch. When a COMMIT or ABORT marker of the producer has been appended to a
+//! `__consumer_offsets` partition (WriteTxnMarkers), the shell calls
+//! [`GroupCoordinator::complete_transaction`]: a commit makes the producer's pending
+//! offsets of that partition's groups the committed ones (unless a plain commit of the
+//! same partition was written after them), an abort drops them. The shell must call it
+//! only once every TxnOffsetCommit append of that producer issued before the marker
+//! was written has completed (see [`GroupCoordinator::complete_transaction`]).
 //!
 //! Changes that need no answer from the log apply at once and are then written (group
 //! deletion, offset deletion and expiry, a group becoming Empty); commits and the
@@ -40,8 +54,11 @@
 //!
 //! Partition ownership is the shell's knowledge: it calls
 //! [`GroupCoordinator::begin_load`] when this broker becomes leader of a
-//! `__consumer_offsets` partition, feeds the partition's records to
-//! [`GroupCoordinator::replay`], then calls [`GroupCoordinator::complete_load`]; and
+//! `__consumer_offsets` partition, feeds the partition's log to the coordinator in offset
+//! order — records of plain batches to [`GroupCoordinator::replay`], records of
+//! transactional batches to [`GroupCoordinator::replay_transactional`], COMMIT/ABORT
+//! control batches to [`GroupCoordinator::replay_marker`] — then calls
+//! [`GroupCoordinator::complete_load`]; and
 //! [`GroupCoordinator::unload`] when it loses leadership. Requests for groups of a
 //! partition that is loading get COORDINATOR_LOAD_IN_PROGRESS; of a partition not owned,
 //! NOT_COORDINATOR.
@@ -49,8 +66,10 @@
 //! The behaviour follows Apache Kafka's classic group coordinator (KIP-394 member ids,
 //! KIP-345 static membership, InitialDelayedJoin, KIP-211 offset expiry); the records
 //! are Kafka's exact `__consumer_offsets` formats ([`records`]). The group's partition is
-//! [`partition_for_group`]. Not handled here: TxnOffsetCommit (transactional offsets),
-//! the KIP-848 consumer protocol, and authorization.
+//! [`partition_for_group`]. Not handled here: the KIP-848 consumer protocol,
+//! authorization, and checking that a TxnOffsetCommit belongs to an ongoing transaction
+//! (AddOffsetsToTxn, KIP-890 verification), which is the shell's and the transaction
+//! coordinator's job.
 
 mod admin;
 mod classic_group;
@@ -64,6 +83,7 @@ mod offsets;
 mod partition;
 pub mod records;
 mod timer;
+mod txn_offsets;
 
 #[cfg(test)]
 mod tests;
@@ -78,6 +98,7 @@ use strata_protocol::messages::{
     delete_groups::DeleteGroupsResponse, heartbeat::HeartbeatResponse, join_group::JoinGroupResponse,
     leave_group::LeaveGroupResponse, offset_commit::OffsetCommitResponse,
     offset_delete::OffsetDeleteResponse, sync_group::SyncGroupResponse,
+    txn_offset_commit::TxnOffsetCommitResponse,
 };
 
 /// The shell's handle for one request, echoed in the [`Action::Respond`] that answers it.
@@ -118,6 +139,22 @@ pub enum Response {
     OffsetDelete(OffsetDeleteResponse),
     /// DeleteGroups (42).
     DeleteGroups(DeleteGroupsResponse),
+    /// TxnOffsetCommit (28).
+    TxnOffsetCommit(TxnOffsetCommitResponse),
+}
+
+/// The producer whose transaction an [`Action::Append`] belongs to: the shell writes the
+/// batch with this producer id and epoch, the transactional attribute set and base
+/// sequence 0 (`RecordBatchBuilder::producer(id, epoch, 0).transactional(true)`,
+/// appended with the coordinator origin, which skips sequence checks, as Kafka's
+/// coordinators do), so that the partition's producer state fences stale epochs and the
+/// COMMIT/ABORT marker of the producer applies to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TransactionalProducer {
+    /// The producer id of the transaction.
+    pub producer_id: i64,
+    /// Its epoch, as sent in TxnOffsetCommit.
+    pub producer_epoch: i16,
 }
 
 /// Something the shell must do on the coordinator's behalf.
@@ -138,6 +175,9 @@ pub enum Action {
         id: AppendId,
         /// Partition of `__consumer_offsets`.
         partition: i32,
+        /// `Some` for the offsets of a TxnOffsetCommit: write a transactional batch of
+        /// this producer. `None`: a plain batch.
+        producer: Option<TransactionalProducer>,
         /// Records in order; encode with [`Record::key_bytes`] / [`Record::value_bytes`].
         records: Vec<Record>,
     },

@@ -1,7 +1,10 @@
 //! OffsetCommit, OffsetFetch, OffsetDelete and offset expiry.
 //!
 //! A commit becomes visible to OffsetFetch once its record is written (Kafka's
-//! `pendingOffsetCommits`). Deletions and expiry apply at once and are then written.
+//! `pendingOffsetCommits`); a transactional one once its transaction commits
+//! ([`super::txn_offsets`]). Deletions and expiry apply at once and are then written; they
+//! drop pending transactional offsets of the partitions they delete too, as replaying
+//! their tombstones does in Kafka.
 
 use std::collections::BTreeSet;
 use strata_protocol::messages::offset_commit::{
@@ -16,7 +19,7 @@ use strata_protocol::messages::offset_fetch::{
 };
 use strata_protocol::ErrorCode;
 
-use super::classic_group::{Group, GroupState, OffsetAndMetadata};
+use super::classic_group::{CommittedOffset, Group, GroupState, OffsetAndMetadata};
 use super::coordinator::{commit_append_error, respond, Completion, GroupCoordinator};
 use super::partition::java_string_length;
 use super::records::{OffsetCommitKey, OffsetCommitValue, Record};
@@ -28,6 +31,8 @@ const FIRST_COMMIT_VERSION_WITH_GROUP_ID_NOT_FOUND: i16 = 9;
 const FIRST_BATCHED_FETCH_VERSION: i16 = 8;
 /// OffsetFetch v2 added the top-level error code; before, errors go in each partition.
 const FIRST_FETCH_VERSION_WITH_TOP_LEVEL_ERROR: i16 = 2;
+/// OffsetFetch v7 added `require_stable` (KIP-447).
+const FIRST_FETCH_VERSION_WITH_REQUIRE_STABLE: i16 = 7;
 
 fn commit_error_response(req: &OffsetCommitRequest, code: ErrorCode) -> OffsetCommitResponse {
     OffsetCommitResponse {
@@ -51,7 +56,7 @@ fn commit_error_response(req: &OffsetCommitRequest, code: ErrorCode) -> OffsetCo
 }
 
 /// The record of a commit.
-fn commit_record(group: &str, topic: &str, partition: i32, o: &OffsetAndMetadata) -> Record {
+pub(super) fn commit_record(group: &str, topic: &str, partition: i32, o: &OffsetAndMetadata) -> Record {
     Record::OffsetCommit {
         key: OffsetCommitKey { group: group.to_owned(), topic: topic.to_owned(), partition },
         value: Some(OffsetCommitValue {
@@ -121,7 +126,7 @@ impl GroupCoordinator {
     ) {
         let instance = req.group_instance_id.as_deref();
         let generation = req.generation_id_or_member_epoch;
-        if let Err(code) = group.validate_offset_commit(&req.member_id, instance, generation) {
+        if let Err(code) = group.validate_offset_commit(&req.member_id, instance, generation, false) {
             respond(out, token, Response::OffsetCommit(commit_error_response(&req, code)));
             return;
         }
@@ -157,10 +162,7 @@ impl GroupCoordinator {
             respond(out, token, Response::OffsetCommit(response));
             return;
         }
-        let records = commits
-            .iter()
-            .map(|(topic, partition, o)| commit_record(&group.group_id, topic, *partition, o))
-            .collect();
+        let (commits, records) = self.number_commits(&group.group_id, commits);
         let keys: Vec<(String, i32)> = commits.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
         let completion = Completion::OffsetCommit {
             token,
@@ -175,8 +177,24 @@ impl GroupCoordinator {
         }
     }
 
+    /// Gives each commit its log position and builds its record; the caller appends the
+    /// records right away (see [`GroupCoordinator::next_log_position`]).
+    pub(super) fn number_commits(
+        &mut self,
+        group_id: &str,
+        commits: Vec<(String, i32, OffsetAndMetadata)>,
+    ) -> (Vec<(String, i32, CommittedOffset)>, Vec<Record>) {
+        let records = commits.iter().map(|(t, p, o)| commit_record(group_id, t, *p, o)).collect();
+        let numbered = commits
+            .into_iter()
+            .map(|(t, p, offset)| (t, p, CommittedOffset { offset, log_position: self.next_log_position() }))
+            .collect();
+        (numbered, records)
+    }
+
     /// The commits of append `id` are written (or not): make them visible unless the
-    /// group or the partition's offset was deleted meanwhile, and answer the client.
+    /// group or the partition's offset was deleted meanwhile (or a transaction committed
+    /// a newer record of the partition), and answer the client.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn on_commit_written(
         &mut self,
@@ -185,7 +203,7 @@ impl GroupCoordinator {
         token: RequestToken,
         group_id: &str,
         incarnation: u64,
-        commits: Vec<(String, i32, OffsetAndMetadata)>,
+        commits: Vec<(String, i32, CommittedOffset)>,
         mut response: OffsetCommitResponse,
         out: &mut Vec<Action>,
     ) {
@@ -203,7 +221,7 @@ impl GroupCoordinator {
                     None => false,
                 };
                 if still_pending && result.is_ok() {
-                    group.put_offset(&key.0, key.1, offset);
+                    group.put_offset_if_newer(&key.0, key.1, offset);
                 }
             }
         }
@@ -218,8 +236,12 @@ impl GroupCoordinator {
         respond(out, token, Response::OffsetCommit(response));
     }
 
-    /// Handles an OffsetFetch request of any version (v8+: each group in turn).
+    /// Handles an OffsetFetch request of any version (v8+: each group in turn). With
+    /// `require_stable` (v7+, KIP-447), a partition whose offset is being committed (a
+    /// transaction not yet completed, or a write in flight) is answered
+    /// UNSTABLE_OFFSET_COMMIT, and the client retries.
     pub fn fetch_offsets(&self, api_version: i16, req: &OffsetFetchRequest) -> OffsetFetchResponse {
+        let require_stable = api_version >= FIRST_FETCH_VERSION_WITH_REQUIRE_STABLE && req.require_stable;
         if api_version >= FIRST_BATCHED_FETCH_VERSION {
             let groups =
                 req.groups
@@ -228,7 +250,7 @@ impl GroupCoordinator {
                         let topics: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
                             ts.iter().map(|t| (t.name.clone(), t.partition_indexes.clone())).collect()
                         });
-                        self.fetch_group_offsets(&g.group_id, topics.as_deref())
+                        self.fetch_group_offsets(&g.group_id, topics.as_deref(), require_stable)
                     })
                     .collect();
             return OffsetFetchResponse { groups, ..OffsetFetchResponse::default() };
@@ -237,7 +259,7 @@ impl GroupCoordinator {
             .topics
             .as_ref()
             .map(|ts| ts.iter().map(|t| (t.name.clone(), t.partition_indexes.clone())).collect());
-        let group = self.fetch_group_offsets(&req.group_id, requested.as_deref());
+        let group = self.fetch_group_offsets(&req.group_id, requested.as_deref(), require_stable);
         let mut topics: Vec<OffsetFetchResponseTopic> = group
             .topics
             .into_iter()
@@ -277,12 +299,15 @@ impl GroupCoordinator {
         OffsetFetchResponse { topics, error_code: group.error_code, ..OffsetFetchResponse::default() }
     }
 
-    /// The committed offsets of one group: of `topics`, or of every partition when
-    /// `None`. Partitions without a commit answer offset -1.
+    /// The committed offsets of one group: of `topics`, or of every committed partition
+    /// when `None`. Partitions without a commit answer offset -1. With `require_stable`,
+    /// partitions with an offset commit in progress (pending transactional offsets or a
+    /// write in flight) answer UNSTABLE_OFFSET_COMMIT instead.
     pub fn fetch_group_offsets(
         &self,
         group_id: &str,
         topics: Option<&[(String, Vec<i32>)]>,
+        require_stable: bool,
     ) -> OffsetFetchResponseGroup {
         let mut response =
             OffsetFetchResponseGroup { group_id: group_id.to_owned(), ..OffsetFetchResponseGroup::default() };
@@ -291,8 +316,18 @@ impl GroupCoordinator {
             return response;
         }
         let group = self.groups.get(group_id).filter(|g| !g.is(GroupState::Dead));
-        let entry = |offset: Option<&OffsetAndMetadata>, partition_index: i32| match offset {
-            Some(o) => OffsetFetchResponsePartitions {
+        let unstable = |topic: &str, partition: i32| {
+            require_stable && group.is_some_and(|g| g.is_offset_unstable(topic, partition))
+        };
+        let entry = |topic: &str, offset: Option<&CommittedOffset>, partition_index: i32| match offset {
+            _ if unstable(topic, partition_index) => OffsetFetchResponsePartitions {
+                partition_index,
+                committed_offset: -1,
+                committed_leader_epoch: -1,
+                metadata: Some(String::new()),
+                error_code: ErrorCode::UnstableOffsetCommit.code(),
+            },
+            Some(CommittedOffset { offset: o, .. }) => OffsetFetchResponsePartitions {
                 partition_index,
                 committed_offset: o.committed_offset,
                 committed_leader_epoch: o.leader_epoch.unwrap_or(-1),
@@ -316,7 +351,7 @@ impl GroupCoordinator {
                         name: name.clone(),
                         partitions: partitions
                             .iter()
-                            .map(|p| entry(committed.and_then(|c| c.get(p)), *p))
+                            .map(|p| entry(name, committed.and_then(|c| c.get(p)), *p))
                             .collect(),
                     }
                 })
@@ -327,7 +362,7 @@ impl GroupCoordinator {
                         .iter()
                         .map(|(name, partitions)| OffsetFetchResponseTopics {
                             name: name.clone(),
-                            partitions: partitions.iter().map(|(p, o)| entry(Some(o), *p)).collect(),
+                            partitions: partitions.iter().map(|(p, o)| entry(name, Some(o), *p)).collect(),
                         })
                         .collect()
                 })
@@ -381,7 +416,11 @@ impl GroupCoordinator {
                     } else {
                         let key = (topic.name.clone(), p.partition_index);
                         let pending = group.pending_commits.remove(&key).is_some();
-                        if group.remove_offset(&topic.name, p.partition_index).is_some() || pending {
+                        let txn_pending = group.remove_pending_txn_offsets(&topic.name, p.partition_index);
+                        if group.remove_offset(&topic.name, p.partition_index).is_some()
+                            || pending
+                            || txn_pending
+                        {
                             records.push(Record::offset_tombstone(
                                 &group.group_id,
                                 &topic.name,
@@ -419,11 +458,18 @@ impl GroupCoordinator {
             for topic in topics {
                 let partitions: BTreeSet<i32> =
                     group.offsets.get(topic).map(|p| p.keys().copied().collect()).unwrap_or_default();
-                let pending: BTreeSet<i32> =
-                    group.pending_commits.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
+                let pending: BTreeSet<i32> = group
+                    .pending_commits
+                    .keys()
+                    .cloned()
+                    .chain(group.pending_txn_partitions())
+                    .filter(|(t, _)| t == topic)
+                    .map(|(_, p)| p)
+                    .collect();
                 for p in partitions.union(&pending) {
                     group.remove_offset(topic, *p);
                     group.pending_commits.remove(&(topic.clone(), *p));
+                    group.remove_pending_txn_offsets(topic, *p);
                     let records = by_partition.entry(group.partition).or_default();
                     records.push(Record::offset_tombstone(&group.group_id, topic, *p));
                 }
@@ -436,7 +482,9 @@ impl GroupCoordinator {
     }
 
     /// Kafka's `cleanupGroupMetadata` for one partition: deletes expired offsets, then
-    /// Empty groups left without offsets.
+    /// Empty groups left without offsets. An offset with a commit in progress (written
+    /// or transactional) does not expire, and a group with an open transaction's
+    /// offsets is kept.
     pub(super) fn expire_offsets(&mut self, partition: i32, now_ms: i64, out: &mut Vec<Action>) {
         let retention_ms = self.config.offsets_retention_ms;
         let mut records = Vec::new();
@@ -449,9 +497,9 @@ impl GroupCoordinator {
                     all_expired = false;
                     continue;
                 }
-                for (p, offset) in partitions {
-                    let pending = group.pending_commits.contains_key(&(topic.clone(), *p));
-                    if !pending && is_expired(group, offset, now_ms, retention_ms) {
+                for (p, committed) in partitions {
+                    let pending = group.is_offset_unstable(topic, *p);
+                    if !pending && is_expired(group, &committed.offset, now_ms, retention_ms) {
                         expired.push((topic.clone(), *p));
                     } else {
                         all_expired = false;
@@ -462,7 +510,11 @@ impl GroupCoordinator {
                 group.remove_offset(topic, *p);
                 records.push(Record::offset_tombstone(&group.group_id, topic, *p));
             }
-            if all_expired && group.is(GroupState::Empty) && group.pending_commits.is_empty() {
+            if all_expired
+                && group.is(GroupState::Empty)
+                && group.pending_commits.is_empty()
+                && group.txn_offsets.is_empty()
+            {
                 records.push(Record::group_tombstone(&group.group_id));
                 deleted.insert(group.group_id.clone());
             }

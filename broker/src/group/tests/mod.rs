@@ -9,6 +9,7 @@ mod record_format;
 mod replay;
 mod static_members;
 mod timeouts;
+mod txn_offsets;
 
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -55,6 +56,15 @@ pub(super) fn code(c: ErrorCode) -> i16 {
     c.code()
 }
 
+/// A batch of the written log, as the shell would have written it.
+#[derive(Debug, Clone)]
+pub(super) enum Batch {
+    /// Records, transactional when `producer` is set.
+    Data { partition: i32, producer: Option<TransactionalProducer>, records: Vec<Record> },
+    /// A COMMIT/ABORT control batch.
+    Marker { partition: i32, producer_id: i64, commit: bool },
+}
+
 pub(super) struct Harness {
     pub c: GroupCoordinator,
     pub now: i64,
@@ -63,9 +73,12 @@ pub(super) struct Harness {
     pub responses: HashMap<RequestToken, Response>,
     /// Records acknowledged so far, in log order.
     pub log: Vec<(i32, Record)>,
+    /// Batches acknowledged so far (markers included), in log order.
+    pub batches: Vec<Batch>,
     /// When false, appends wait in `held` until `ack`/`fail`.
     pub auto_ack: bool,
-    pub held: VecDeque<(AppendId, i32, Vec<Record>)>,
+    /// Appends issued and not yet acknowledged: id, partition, records, producer.
+    pub held: VecDeque<(AppendId, i32, Vec<Record>, Option<TransactionalProducer>)>,
 }
 
 impl Harness {
@@ -83,6 +96,7 @@ impl Harness {
             issued: HashSet::new(),
             responses: HashMap::new(),
             log: Vec::new(),
+            batches: Vec::new(),
             auto_ack: true,
             held: VecDeque::new(),
         };
@@ -120,11 +134,11 @@ impl Harness {
                     let previous = self.responses.insert(token, response);
                     assert!(previous.is_none(), "token {token:?} answered twice");
                 }
-                Action::Append { id, partition, records } => {
+                Action::Append { id, partition, producer, records } => {
                     for r in &records {
                         assert_eq!(self.c.partition_for(r.group_id()), partition);
                     }
-                    self.held.push_back((id, partition, records));
+                    self.held.push_back((id, partition, records, producer));
                     if self.auto_ack {
                         self.ack();
                     }
@@ -135,16 +149,25 @@ impl Harness {
 
     /// Acknowledges the oldest held append.
     pub fn ack(&mut self) {
-        let (id, partition, records) = self.held.pop_front().expect("an append is held");
-        self.log.extend(records.into_iter().map(|r| (partition, r)));
+        let (id, partition, records, producer) = self.held.pop_front().expect("an append is held");
+        self.log.extend(records.iter().cloned().map(|r| (partition, r)));
+        self.batches.push(Batch::Data { partition, producer, records });
         let a = self.c.append_complete(id, Ok(()), self.now);
         self.run(a);
     }
 
     /// Fails the oldest held append with `error`.
     pub fn fail(&mut self, error: ErrorCode) {
-        let (id, _, _) = self.held.pop_front().expect("an append is held");
+        let (id, _, _, _) = self.held.pop_front().expect("an append is held");
         let a = self.c.append_complete(id, Err(error), self.now);
+        self.run(a);
+    }
+
+    /// Writes the COMMIT (`commit`) or ABORT marker of `producer_id` to `partition` and
+    /// tells the coordinator, as the shell does for WriteTxnMarkers.
+    pub fn marker(&mut self, partition: i32, producer_id: i64, commit: bool) {
+        self.batches.push(Batch::Marker { partition, producer_id, commit });
+        let a = self.c.complete_transaction(partition, producer_id, commit, self.now);
         self.run(a);
     }
 

@@ -55,7 +55,7 @@ impl Harness {
         }
     }
 
-    fn commit(
+    pub(super) fn commit(
         &mut self,
         group: &str,
         member: &str,
@@ -65,13 +65,13 @@ impl Harness {
         self.commit_v(8, commit_req(group, member, generation, offsets))
     }
 
-    fn fetched(&self, group: &str, topic: &str, partition: i32) -> i64 {
-        let r = self.c.fetch_group_offsets(group, Some(&[(topic.to_owned(), vec![partition])]));
+    pub(super) fn fetched(&self, group: &str, topic: &str, partition: i32) -> i64 {
+        let r = self.c.fetch_group_offsets(group, Some(&[(topic.to_owned(), vec![partition])]), false);
         assert_eq!(r.error_code, 0);
         r.topics[0].partitions[0].committed_offset
     }
 
-    fn delete_offsets(&mut self, group: &str, topics: &[(&str, i32)]) -> Option<Response> {
+    pub(super) fn delete_offsets(&mut self, group: &str, topics: &[(&str, i32)]) -> Option<Response> {
         let meta = self.meta(0, "admin");
         let req = OffsetDeleteRequest {
             group_id: group.into(),
@@ -88,7 +88,7 @@ impl Harness {
         self.responses.get(&meta.token).cloned()
     }
 
-    fn delete_groups(&mut self, groups: &[&str]) -> RequestToken {
+    pub(super) fn delete_groups(&mut self, groups: &[&str]) -> RequestToken {
         let meta = self.meta(2, "admin");
         let req = DeleteGroupsRequest { groups_names: groups.iter().map(|g| (*g).to_owned()).collect() };
         let a = self.c.delete_groups(&meta, &req, self.now);
@@ -104,7 +104,7 @@ fn simple_commits_create_a_simple_group() {
     assert_eq!(h.c.group_state("s"), Some(GroupState::Empty));
     assert_eq!(h.fetched("s", "t", 0), 42);
     assert_eq!(h.fetched("s", "t", 1), -1);
-    let all = h.c.fetch_group_offsets("s", None);
+    let all = h.c.fetch_group_offsets("s", None, false);
     let listed: Vec<(String, i32, i64)> = all
         .topics
         .iter()

@@ -1,6 +1,7 @@
 //! Random operations from simulated clients, with failing appends and clock jumps:
 //! nothing panics, the group invariants hold after every step, every request is answered
-//! exactly once by the end, and the written log replays to the same state.
+//! exactly once by the end, and the written log replays to the same state. Transactional
+//! producers commit offsets and their COMMIT/ABORT markers land in between.
 
 use super::*;
 
@@ -26,6 +27,15 @@ struct Client {
 
 fn check_invariants(c: &GroupCoordinator) {
     for g in c.groups.values() {
+        for (producer_id, offsets) in &g.txn_offsets {
+            assert!(!offsets.is_empty(), "{}: empty pending offsets of {producer_id}", g.group_id);
+            let indexed = c.open_txns.get(&(g.partition, *producer_id));
+            assert!(
+                indexed.is_some_and(|gs| gs.contains(&g.group_id)),
+                "{}: {producer_id} not indexed",
+                g.group_id
+            );
+        }
         let ids: Vec<String> = g.members.ids();
         match g.state {
             GroupState::Empty => assert!(ids.is_empty(), "{}: Empty with members", g.group_id),
@@ -79,7 +89,7 @@ fn step(h: &mut Harness, rng: &mut Lcg, clients: &mut [Client], fail_appends: bo
     let i = rng.below(clients.len() as u64) as usize;
     h.update_client(&mut clients[i]);
     let c = &mut clients[i];
-    match rng.below(12) {
+    match rng.below(14) {
         0..=2 if c.join.is_none() => {
             let version = [3, 5, 9][rng.below(3) as usize];
             let protos = if rng.below(8) == 0 {
@@ -137,6 +147,43 @@ fn step(h: &mut Harness, rng: &mut Lcg, clients: &mut [Client], fail_appends: bo
             h.run(a);
         }
         9 => h.advance(rng.below(12_000) as i64),
+        12 => {
+            use strata_protocol::messages::txn_offset_commit::*;
+            let producer_id = 100 + rng.below(3) as i64;
+            let meta = h.meta([0, 2, 3][rng.below(3) as usize], "producer");
+            let member = rng.below(2) == 0 && !c.member_id.is_empty();
+            let req = TxnOffsetCommitRequest {
+                transactional_id: format!("tx{producer_id}"),
+                group_id: c.group.clone(),
+                producer_id,
+                producer_epoch: 0,
+                generation_id: if member { c.generation } else { -1 },
+                member_id: if member { c.member_id.clone() } else { String::new() },
+                group_instance_id: if member { c.instance.clone() } else { None },
+                topics: vec![TxnOffsetCommitRequestTopic {
+                    name: ["t", "u"][rng.below(2) as usize].into(),
+                    partitions: vec![TxnOffsetCommitRequestPartition {
+                        partition_index: rng.below(3) as i32,
+                        committed_offset: rng.below(1000) as i64,
+                        ..Default::default()
+                    }],
+                }],
+            };
+            let a = h.c.txn_offset_commit(&meta, req, h.now);
+            h.run(a);
+        }
+        13 => {
+            // The transaction ends: its offset commits are written before its marker.
+            while !h.held.is_empty() {
+                if fail_appends && rng.below(10) == 0 {
+                    h.fail(ErrorCode::RequestTimedOut);
+                } else {
+                    h.ack();
+                }
+            }
+            let partition = h.c.partition_for(&c.group);
+            h.marker(partition, 100 + rng.below(3) as i64, rng.below(3) != 0);
+        }
         10 => {
             // Flip between acknowledging appends at once and holding them.
             while !h.held.is_empty() {
@@ -150,7 +197,7 @@ fn step(h: &mut Harness, rng: &mut Lcg, clients: &mut [Client], fail_appends: bo
         }
         _ => {
             let _ = h.c.list_groups(&Default::default());
-            let _ = h.c.fetch_group_offsets(&c.group, None);
+            let _ = h.c.fetch_group_offsets(&c.group, None, rng.below(2) == 0);
         }
     }
 }
@@ -175,10 +222,15 @@ fn run_seed(seed: u64, fail_appends: bool) {
         step(&mut h, &mut rng, &mut clients, fail_appends);
         check_invariants(&h.c);
     }
-    // Drain: write everything, let every session and rebalance run out.
+    // Drain: write everything, end two producers' transactions (the third stays open
+    // through the reload), let every session and rebalance run out.
     h.auto_ack = true;
     while !h.held.is_empty() {
         h.ack();
+    }
+    for partition in 0..h.c.config().offsets_topic_num_partitions {
+        h.marker(partition, 100, true);
+        h.marker(partition, 101, false);
     }
     for _ in 0..40 {
         h.advance(60_000);

@@ -18,6 +18,8 @@ pub(super) struct GroupSnapshot {
     members: Vec<MemberSnapshot>,
     static_members: BTreeMap<String, String>,
     offsets: Vec<(String, i32, OffsetAndMetadata)>,
+    /// Pending transactional offsets: (producer id, topic, partition, offset).
+    txn_offsets: Vec<(i64, String, i32, OffsetAndMetadata)>,
     subscribed_topics: Option<std::collections::BTreeSet<String>>,
 }
 
@@ -59,7 +61,14 @@ pub(super) fn snapshot(c: &GroupCoordinator) -> BTreeMap<String, GroupSnapshot> 
                 offsets: g
                     .offsets
                     .iter()
-                    .flat_map(|(t, ps)| ps.iter().map(move |(p, o)| (t.clone(), *p, o.clone())))
+                    .flat_map(|(t, ps)| ps.iter().map(move |(p, o)| (t.clone(), *p, o.offset.clone())))
+                    .collect(),
+                txn_offsets: g
+                    .txn_offsets
+                    .iter()
+                    .flat_map(|(pid, os)| {
+                        os.iter().map(move |((t, p), o)| (*pid, t.clone(), *p, o.offset.clone()))
+                    })
                     .collect(),
                 subscribed_topics: g.subscribed_topics.clone(),
             };
@@ -75,8 +84,23 @@ pub(super) fn reload(h: &Harness) -> GroupCoordinator {
     for p in 0..config.offsets_topic_num_partitions {
         assert!(c.begin_load(p, h.now).is_empty());
     }
-    for (partition, record) in &h.log {
-        c.replay(*partition, record.key_bytes(), record.value_bytes()).unwrap();
+    for batch in &h.batches {
+        match batch {
+            Batch::Data { partition, producer: None, records } => {
+                for r in records {
+                    c.replay(*partition, r.key_bytes(), r.value_bytes()).unwrap();
+                }
+            }
+            Batch::Data { partition, producer: Some(p), records } => {
+                for r in records {
+                    c.replay_transactional(*partition, p.producer_id, r.key_bytes(), r.value_bytes())
+                        .unwrap();
+                }
+            }
+            Batch::Marker { partition, producer_id, commit } => {
+                c.replay_marker(*partition, *producer_id, *commit)
+            }
+        }
     }
     for p in 0..config.offsets_topic_num_partitions {
         assert!(c.complete_load(p, h.now).is_empty());
@@ -138,6 +162,7 @@ fn loaded_members_carry_on_and_sessions_restart_at_load() {
     other.now = h.now;
     other.c = reload(&h);
     other.log = h.log.clone();
+    other.batches = h.batches.clone();
     // Issue tokens from the new harness; heartbeats of the loaded generation work.
     assert_eq!(other.heartbeat("g", &ids[0], gen), 0);
     let s = other.sync("g", &ids[1], gen, &[]);
