@@ -60,6 +60,10 @@ impl LogManager {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
+            // Hidden directories belong to the broker (its topic store), not to logs.
+            if name.starts_with('.') {
+                continue;
+            }
             if name.ends_with(DELETE_DIR_SUFFIX) {
                 tracing::info!(dir = %path.display(), "removing partially deleted log");
                 std::fs::remove_dir_all(&path).map_err(|e| StorageError::io(IoOp::Delete, &path, 0, e))?;
