@@ -288,3 +288,76 @@ impl Cleaner {
         Ok(stats)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use strata_protocol::records::{NewRecord, RecordBatchBuilder};
+
+    use super::*;
+    use crate::config::LogConfig;
+
+    fn keyed_batch(i: usize) -> Bytes {
+        let mut b = RecordBatchBuilder::new(0);
+        for j in 0..4 {
+            let key = Bytes::from(format!("k{}", (i + j) % 3));
+            b.append(&NewRecord::new(100, Some(key), Some(Bytes::from(format!("v{i}-{j}"))))).unwrap();
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn cleaner_is_send() {
+        fn send<T: Send>() {}
+        send::<Cleaner>();
+    }
+
+    /// The swap re-checks the replaced segments under the write lock: a truncation that
+    /// cut into one of them (replication) makes the cleaner give the group up.
+    #[test]
+    fn swap_is_abandoned_when_a_replaced_segment_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1024,
+            file_delete_delay_ms: 0,
+            cleanup_policy_compact: true,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), "t", 0, config.clone(), true, 0).unwrap();
+        for i in 0..40 {
+            log.append(keyed_batch(i), 0, 100).unwrap();
+        }
+        log.roll().unwrap();
+        let view = log.cleaner_view().unwrap();
+        assert!(view.segments.len() >= 3);
+        let mut map = OffsetMap::new(1 << 16, 0.9);
+        let mut stats = CleanStats::default();
+        let end = view.active_base_offset;
+        map::build_offset_map(&mut map, &view.segments, 0, end, 1 << 20, 4096, &mut stats).unwrap();
+        assert_eq!(map.latest_offset(), end - 1);
+        let producers = HashSet::new();
+        let ctx = RewriteContext {
+            dir: &view.dir,
+            config: &config,
+            map: &map,
+            now_ms: 100,
+            producer_last_batches: &producers,
+            io_buffer_bytes: 4096,
+        };
+        let cleaned =
+            rewrite::clean_group(&ctx, &view.segments, &mut RewriteBuffers::default(), &mut stats).unwrap();
+        assert!(view.dir.join(format!("{:020}.log{CLEANED_SUFFIX}", 0)).exists());
+
+        let cut = view.segments[1].base_offset + 1;
+        log.truncate_to(cut).unwrap();
+        assert!(!log.swap_cleaned(cleaned, &view.segments).unwrap(), "abandoned");
+        let leftovers: Vec<_> = std::fs::read_dir(&view.dir)
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().into_string().ok())
+            .filter(|n| n.ends_with(CLEANED_SUFFIX) || n.ends_with(".swap"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        assert_eq!(log.segment_base_offsets()[..2], [0, view.segments[1].base_offset]);
+        assert!(!log.read(0, 1 << 20, i64::MAX, true).unwrap().records.is_empty());
+    }
+}

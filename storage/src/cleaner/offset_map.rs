@@ -14,18 +14,21 @@
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 
-/// One slot: 24 bytes.
-#[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    hash_lo: u64,
-    hash_hi: u32,
-    /// The slot is occupied iff this equals the map's generation (never 0).
-    generation: u32,
-    offset: i64,
-}
+/// One slot, 24 bytes: `[hash_lo, hash_hi << 32 | generation, offset]`. A plain array so
+/// that `vec![[0; 3]; n]` gets zeroed pages from the allocator, committed by the OS only
+/// when first written (a big, mostly idle map costs no memory up front).
+type Slot = [u64; 3];
 
 /// Bytes one entry of the map costs.
 pub(crate) const BYTES_PER_ENTRY: usize = std::mem::size_of::<Slot>();
+
+fn slot_generation(slot: &Slot) -> u32 {
+    slot[1] as u32
+}
+
+fn slot_matches(slot: &Slot, hash: KeyHash) -> bool {
+    slot[0] == hash.lo && (slot[1] >> 32) as u32 == hash.hi
+}
 
 /// A key's hash as the map stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +57,7 @@ impl OffsetMap {
         let slots = (bytes / BYTES_PER_ENTRY).max(2);
         let max_entries = ((slots as f64 * load_factor) as usize).clamp(1, slots - 1);
         OffsetMap {
-            slots: vec![Slot::default(); slots],
+            slots: vec![[0; 3]; slots],
             generation: 1,
             entries: 0,
             max_entries,
@@ -69,7 +72,7 @@ impl OffsetMap {
         self.entries = 0;
         self.latest_offset = -1;
         if self.generation == u32::MAX {
-            self.slots.fill(Slot::default());
+            self.slots.fill([0; 3]);
             self.generation = 1;
         } else {
             self.generation += 1;
@@ -92,7 +95,7 @@ impl OffsetMap {
         let mut i = self.start_slot(hash);
         loop {
             let slot = &self.slots[i];
-            if slot.generation != self.generation || (slot.hash_lo == hash.lo && slot.hash_hi == hash.hi) {
+            if slot_generation(slot) != self.generation || slot_matches(slot, hash) {
                 return i;
             }
             i += 1;
@@ -109,14 +112,14 @@ impl OffsetMap {
         let i = self.find(hash);
         let generation = self.generation;
         let slot = &mut self.slots[i];
-        if slot.generation != generation {
+        if slot_generation(slot) != generation {
             if self.entries >= self.max_entries {
                 return false;
             }
-            *slot = Slot { hash_lo: hash.lo, hash_hi: hash.hi, generation, offset };
+            *slot = [hash.lo, u64::from(hash.hi) << 32 | u64::from(generation), offset as u64];
             self.entries += 1;
         } else {
-            slot.offset = slot.offset.max(offset);
+            slot[2] = (slot[2] as i64).max(offset) as u64;
         }
         true
     }
@@ -124,7 +127,7 @@ impl OffsetMap {
     /// The latest offset recorded for the key.
     pub(crate) fn get(&self, hash: KeyHash) -> Option<i64> {
         let slot = &self.slots[self.find(hash)];
-        (slot.generation == self.generation).then_some(slot.offset)
+        (slot_generation(slot) == self.generation).then_some(slot[2] as i64)
     }
 
     /// Distinct keys held.
