@@ -43,14 +43,9 @@ pub fn strata_bin() -> Result<PathBuf> {
     }
     let target = match std::env::var("CARGO_TARGET_DIR") {
         Ok(dir) => PathBuf::from(dir),
-        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("target"),
+        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target"),
     };
-    let candidates = [
-        target.join("release").join("strata"),
-        target.join("debug").join("strata"),
-    ];
+    let candidates = [target.join("release").join("strata"), target.join("debug").join("strata")];
     for c in &candidates {
         if c.is_file() {
             return Ok(c.clone());
@@ -87,10 +82,7 @@ impl BrokerProcess {
     /// `extra_overrides` are `key=value` strings passed as `--override key=value`.
     pub fn start(extra_overrides: &[&str]) -> Result<Self> {
         let bin = strata_bin()?;
-        let tmp = tempfile::Builder::new()
-            .prefix("strata-e2e-")
-            .tempdir()
-            .context("creating temp dir")?;
+        let tmp = tempfile::Builder::new().prefix("strata-e2e-").tempdir().context("creating temp dir")?;
         std::fs::create_dir_all(tmp.path().join("data"))?;
         let mut b = BrokerProcess {
             child: None,
@@ -140,13 +132,8 @@ impl BrokerProcess {
         for o in &self.extra_overrides {
             cmd.arg("--override").arg(o);
         }
-        cmd.stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .current_dir(self.tmp.path());
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("spawning {}", self.bin.display()))?;
+        cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).current_dir(self.tmp.path());
+        let child = cmd.spawn().with_context(|| format!("spawning {}", self.bin.display()))?;
         self.child = Some(child);
         self.wait_ready(READY_TIMEOUT)
     }
@@ -158,10 +145,7 @@ impl BrokerProcess {
         let mut last_err = anyhow!("never tried");
         while Instant::now() < deadline {
             if let Some(status) = self.try_wait()? {
-                bail!(
-                    "strata exited during start-up with {status}; log:\n{}",
-                    self.log_contents()
-                );
+                bail!("strata exited during start-up with {status}; log:\n{}", self.log_contents());
             }
             match RawConn::connect(self.addr()).and_then(|mut c| c.api_versions(0)) {
                 Ok(r) if r.error_code == 0 => return Ok(()),
@@ -170,10 +154,7 @@ impl BrokerProcess {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        bail!(
-            "strata not ready within {timeout:?} (last error: {last_err:#}); log:\n{}",
-            self.log_contents()
-        )
+        bail!("strata not ready within {timeout:?} (last error: {last_err:#}); log:\n{}", self.log_contents())
     }
 
     fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
@@ -184,11 +165,7 @@ impl BrokerProcess {
     }
 
     fn signal(&self, sig: &str) -> Result<()> {
-        let pid = self
-            .child
-            .as_ref()
-            .ok_or_else(|| anyhow!("broker is not running"))?
-            .id();
+        let pid = self.child.as_ref().ok_or_else(|| anyhow!("broker is not running"))?.id();
         let st = Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(pid.to_string())
@@ -208,10 +185,7 @@ impl BrokerProcess {
             if let Some(st) = self.try_wait()? {
                 self.child = None;
                 if !st.success() {
-                    bail!(
-                        "strata exited with {st} after SIGTERM; log:\n{}",
-                        self.log_contents()
-                    );
+                    bail!("strata exited with {st} after SIGTERM; log:\n{}", self.log_contents());
                 }
                 return Ok(st);
             }
@@ -273,15 +247,12 @@ pub struct RawConn {
 impl RawConn {
     /// Connects with [`IO_TIMEOUT`] on connect, reads and writes.
     pub fn connect(addr: SocketAddr) -> Result<Self> {
-        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
-            .with_context(|| format!("connecting to {addr}"))?;
+        let stream =
+            TcpStream::connect_timeout(&addr, IO_TIMEOUT).with_context(|| format!("connecting to {addr}"))?;
         stream.set_read_timeout(Some(IO_TIMEOUT))?;
         stream.set_write_timeout(Some(IO_TIMEOUT))?;
         stream.set_nodelay(true)?;
-        Ok(RawConn {
-            stream,
-            next_correlation_id: 1,
-        })
+        Ok(RawConn { stream, next_correlation_id: 1 })
     }
 
     /// Writes raw bytes as they are (for malformed-input tests).
@@ -328,17 +299,13 @@ impl RawConn {
     /// Reads one length-prefixed frame (capped at 64 MiB).
     pub fn read_frame(&mut self) -> Result<Vec<u8>> {
         let mut len = [0u8; 4];
-        self.stream
-            .read_exact(&mut len)
-            .context("reading response length")?;
+        self.stream.read_exact(&mut len).context("reading response length")?;
         let len = i32::from_be_bytes(len);
         if !(4..=64 << 20).contains(&len) {
             bail!("implausible response length {len}");
         }
         let mut buf = vec![0u8; len as usize];
-        self.stream
-            .read_exact(&mut buf)
-            .context("reading response body")?;
+        self.stream.read_exact(&mut buf).context("reading response body")?;
         Ok(buf)
     }
 
@@ -426,16 +393,9 @@ impl ApiVersionsResponse {
             d.skip_tagged_fields()?;
         }
         if !d.rest().is_empty() {
-            bail!(
-                "{} trailing bytes after ApiVersions v{version} body",
-                d.rest().len()
-            );
+            bail!("{} trailing bytes after ApiVersions v{version} body", d.rest().len());
         }
-        Ok(ApiVersionsResponse {
-            error_code,
-            api_keys,
-            throttle_time_ms,
-        })
+        Ok(ApiVersionsResponse { error_code, api_keys, throttle_time_ms })
     }
 
     /// The advertised range for `api_key`, if any.

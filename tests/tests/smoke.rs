@@ -15,18 +15,10 @@ fn api_versions_v0_and_v3() -> anyhow::Result<()> {
 
     let v0 = conn.api_versions(0)?;
     assert_eq!(v0.error_code, 0, "ApiVersions v0 error");
-    let av = v0
-        .find(API_VERSIONS)
-        .expect("ApiVersions (18) not advertised");
-    assert!(
-        av.min_version == 0 && av.max_version >= 3,
-        "ApiVersions range {av:?}"
-    );
+    let av = v0.find(API_VERSIONS).expect("ApiVersions (18) not advertised");
+    assert!(av.min_version == 0 && av.max_version >= 3, "ApiVersions range {av:?}");
     for key in [0i16, 1, 2, 3, 19, 20] {
-        assert!(
-            v0.find(key).is_some(),
-            "api key {key} not advertised: {v0:?}"
-        );
+        assert!(v0.find(key).is_some(), "api key {key} not advertised: {v0:?}");
     }
     for r in &v0.api_keys {
         assert!(r.min_version <= r.max_version, "bad range {r:?}");
@@ -35,10 +27,7 @@ fn api_versions_v0_and_v3() -> anyhow::Result<()> {
     let v3 = conn.api_versions(3)?;
     assert_eq!(v3.error_code, 0, "ApiVersions v3 error");
     assert_eq!(v3.throttle_time_ms, Some(0));
-    assert_eq!(
-        v0.api_keys, v3.api_keys,
-        "v0 and v3 advertise different lists"
-    );
+    assert_eq!(v0.api_keys, v3.api_keys, "v0 and v3 advertise different lists");
 
     drop(conn);
     broker.stop()?;
