@@ -22,8 +22,9 @@ use strata_protocol::messages::{
     delete_groups::DeleteGroupsRequest, describe_groups::DescribeGroupsRequest, heartbeat::HeartbeatRequest,
     join_group::JoinGroupRequest, leave_group::LeaveGroupRequest, list_groups::ListGroupsRequest,
     offset_commit::OffsetCommitRequest, offset_delete::OffsetDeleteRequest, offset_fetch::OffsetFetchRequest,
-    sync_group::SyncGroupRequest,
+    sync_group::SyncGroupRequest, txn_offset_commit::TxnOffsetCommitRequest,
 };
+use strata_protocol::records::ControlRecordType;
 use strata_protocol::{ErrorCode, ResponseBody};
 use tokio::sync::{mpsc, oneshot};
 
@@ -44,6 +45,8 @@ pub enum GroupRequest {
     OffsetDelete(OffsetDeleteRequest),
     /// DeleteGroups.
     DeleteGroups(DeleteGroupsRequest),
+    /// TxnOffsetCommit (answered once the transactional offsets are written).
+    TxnCommit(TxnOffsetCommitRequest),
     /// OffsetFetch (answered at once).
     Fetch(OffsetFetchRequest),
     /// ListGroups (answered at once).
@@ -63,6 +66,9 @@ enum Command {
 #[derive(Debug, Clone)]
 pub struct GroupService {
     tx: mpsc::Sender<Command>,
+    /// Broker-internal notifications (transaction outcomes, deleted topics): never
+    /// dropped, so they do not share the bounded client request queue.
+    internal: mpsc::UnboundedSender<Command>,
 }
 
 impl std::fmt::Debug for Command {
@@ -108,6 +114,7 @@ impl GroupService {
     /// loaded first.
     pub fn start(broker: &Arc<Broker>) -> GroupService {
         let (tx, rx) = mpsc::channel(1024);
+        let (internal, internal_rx) = mpsc::unbounded_channel();
         let mut config = group_config(broker);
         // Groups hash over the partition count the topic really has.
         if let Some(meta) = broker.topics.get(CONSUMER_OFFSETS) {
@@ -119,8 +126,8 @@ impl GroupService {
             waiting: HashMap::new(),
             loaded: false,
         };
-        tokio::spawn(task.run(rx));
-        GroupService { tx }
+        tokio::spawn(task.run(rx, internal_rx));
+        GroupService { tx, internal }
     }
 
     /// Creates and loads `__consumer_offsets` if that has not happened yet.
@@ -134,22 +141,14 @@ impl GroupService {
 
     /// Drops the committed offsets of deleted topics (tombstones are written).
     pub fn topics_deleted(&self, topics: Vec<String>) {
-        if self.tx.try_send(Command::TopicsDeleted(topics)).is_err() {
-            tracing::warn!("group coordinator busy: offsets of deleted topics stay until they expire");
-        }
+        let _ = self.internal.send(Command::TopicsDeleted(topics));
     }
 
     /// A transaction marker was written to `partition` of `__consumer_offsets`: the
     /// producer's pending transactional offsets there become committed or are dropped.
     pub fn transaction_completed(&self, partition: i32, producer_id: i64, commit: bool) {
         let command = Command::TransactionCompleted { partition, producer_id, commit };
-        if self.tx.try_send(command).is_err() {
-            tracing::error!(
-                partition,
-                producer_id,
-                "group coordinator queue full: transaction outcome not applied"
-            );
-        }
+        let _ = self.internal.send(command);
     }
 
     /// Sends `request` to the coordinator and waits for its answer (JoinGroup may wait
@@ -169,7 +168,7 @@ struct Task {
 }
 
 impl Task {
-    async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+    async fn run(mut self, mut rx: mpsc::Receiver<Command>, mut internal: mpsc::UnboundedReceiver<Command>) {
         if let Some(broker) = self.broker.upgrade() {
             if broker.topics.get(CONSUMER_OFFSETS).is_some() {
                 let _ = self.load(&broker);
@@ -181,6 +180,8 @@ impl Task {
                 None => Duration::from_secs(3600),
             };
             tokio::select! {
+                biased;
+                Some(command) = internal.recv() => self.handle(command),
                 command = rx.recv() => match command {
                     None => return,
                     Some(command) => self.handle(command),
@@ -200,7 +201,11 @@ impl Task {
                 let _ = reply.send(self.load(&broker));
             }
             Command::TransactionCompleted { partition, producer_id, commit } => {
-                let _ = (partition, producer_id, commit);
+                if !self.loaded {
+                    let _ = self.load(&broker);
+                }
+                let actions = self.coordinator.complete_transaction(partition, producer_id, commit, now_ms());
+                self.execute(actions);
             }
             Command::TopicsDeleted(topics) => {
                 if self.loaded {
@@ -234,6 +239,7 @@ impl Task {
                     GroupRequest::Commit(r) => c.commit_offsets(&meta, r, now),
                     GroupRequest::OffsetDelete(r) => c.delete_offsets(&meta, &r, now),
                     GroupRequest::DeleteGroups(r) => c.delete_groups(&meta, &r, now),
+                    GroupRequest::TxnCommit(r) => c.txn_offset_commit(&meta, r, now),
                     GroupRequest::Fetch(_) | GroupRequest::List(_) | GroupRequest::Describe(_) => Vec::new(),
                 };
                 self.execute(actions);
@@ -272,7 +278,19 @@ impl Task {
             let c = &mut self.coordinator;
             let mut bad = 0usize;
             internal_topics::replay(broker, CONSUMER_OFFSETS, partition, |batch, key, value| {
-                if !batch.is_control && !batch.is_transactional && c.replay(partition, key, value).is_err() {
+                let outcome = if batch.is_control {
+                    match ControlRecordType::parse_key(&key) {
+                        Ok(ControlRecordType::Commit) => c.replay_marker(partition, batch.producer_id, true),
+                        Ok(ControlRecordType::Abort) => c.replay_marker(partition, batch.producer_id, false),
+                        _ => {}
+                    }
+                    Ok(())
+                } else if batch.is_transactional {
+                    c.replay_transactional(partition, batch.producer_id, key, value)
+                } else {
+                    c.replay(partition, key, value)
+                };
+                if outcome.is_err() {
                     bad += 1;
                 }
             })?;
@@ -297,18 +315,24 @@ impl Task {
                         let _ = reply.send(response_body(response));
                     }
                 }
-                Action::Append { id, partition, records } => {
-                    let result = self.append(partition, &records);
+                Action::Append { id, partition, producer, records } => {
+                    let result = self.append(partition, producer, &records);
                     queue.extend(self.coordinator.append_complete(id, result, now_ms()));
                 }
             }
         }
     }
 
-    fn append(&self, partition: i32, records: &[crate::group::Record]) -> Result<(), ErrorCode> {
+    fn append(
+        &self,
+        partition: i32,
+        producer: Option<crate::group::TransactionalProducer>,
+        records: &[crate::group::Record],
+    ) -> Result<(), ErrorCode> {
         let broker = self.broker.upgrade().ok_or(ErrorCode::CoordinatorNotAvailable)?;
         let encoded: Vec<_> = records.iter().map(|r| (r.key_bytes(), r.value_bytes())).collect();
-        internal_topics::append(&broker, CONSUMER_OFFSETS, partition, &encoded, now_ms())
+        let transactional = producer.map(|p| (p.producer_id, p.producer_epoch));
+        internal_topics::append(&broker, CONSUMER_OFFSETS, partition, &encoded, transactional, now_ms())
     }
 }
 
@@ -321,6 +345,7 @@ fn response_body(response: Response) -> ResponseBody {
         Response::OffsetCommit(r) => r.into(),
         Response::OffsetDelete(r) => r.into(),
         Response::DeleteGroups(r) => r.into(),
+        Response::TxnOffsetCommit(r) => r.into(),
     }
 }
 

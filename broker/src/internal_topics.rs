@@ -36,19 +36,25 @@ pub fn ensure(
     }
 }
 
-/// Appends `records` (key, value-or-tombstone) as one batch to `topic`-`partition`.
-/// Single node: the write is committed (high watermark) once this returns.
+/// Appends `records` (key, value-or-tombstone) as one batch to `topic`-`partition`;
+/// with `transactional = Some((producer id, epoch))` as a transactional batch of that
+/// producer (no sequence, as Kafka's coordinators write them). Single node: the write
+/// is committed (high watermark) once this returns.
 pub fn append(
     broker: &Broker,
     topic: &str,
     partition: i32,
     records: &[(Bytes, Option<Bytes>)],
+    transactional: Option<(i64, i16)>,
     now_ms: i64,
 ) -> Result<(), ErrorCode> {
     let Some(p) = broker.replicas.get(topic, partition) else {
         return Err(ErrorCode::NotCoordinator);
     };
     let mut builder = strata_protocol::records::RecordBatchBuilder::new(0);
+    if let Some((producer_id, producer_epoch)) = transactional {
+        builder = builder.producer(producer_id, producer_epoch, -1).transactional(true);
+    }
     for (key, value) in records {
         builder
             .append(&NewRecord::new(now_ms, Some(key.clone()), value.clone()))

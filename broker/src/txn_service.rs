@@ -314,8 +314,14 @@ impl Task {
                 }
                 Action::Append { id, partition, records } => {
                     let encoded: Vec<_> = records.iter().map(|r| (r.key_bytes(), r.value_bytes())).collect();
-                    let result =
-                        internal_topics::append(&broker, TRANSACTION_STATE, partition, &encoded, now_ms());
+                    let result = internal_topics::append(
+                        &broker,
+                        TRANSACTION_STATE,
+                        partition,
+                        &encoded,
+                        None,
+                        now_ms(),
+                    );
                     queue.extend(self.coordinator.append_complete(id, result, now_ms()));
                 }
                 Action::WriteMarkers {

@@ -29,6 +29,7 @@ pub async fn handle(
         RequestBody::ListGroups(r) => GroupRequest::List(r),
         RequestBody::DeleteGroups(r) => GroupRequest::DeleteGroups(r),
         RequestBody::OffsetDelete(r) => GroupRequest::OffsetDelete(r),
+        RequestBody::TxnOffsetCommit(r) => GroupRequest::TxnCommit(r),
         _ => return None,
     };
     let meta = RequestMeta {

@@ -74,6 +74,7 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::DescribeProducers, min: 0, max: 0 },
     Served { api: ApiKey::DescribeTransactions, min: 0, max: 0 },
     Served { api: ApiKey::ListTransactions, min: 0, max: 1 },
+    Served { api: ApiKey::TxnOffsetCommit, min: 0, max: 3 },
 ];
 
 /// The served range of `api`, if served.
@@ -162,7 +163,8 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, peer: std::net::So
         | RequestBody::DescribeGroups(_)
         | RequestBody::ListGroups(_)
         | RequestBody::DeleteGroups(_)
-        | RequestBody::OffsetDelete(_)) => match groups::handle(broker, &header, peer, body).await {
+        | RequestBody::OffsetDelete(_)
+        | RequestBody::TxnOffsetCommit(_)) => match groups::handle(broker, &header, peer, body).await {
             Some(response) => response,
             None => return Outcome::Close,
         },

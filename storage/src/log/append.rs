@@ -130,7 +130,12 @@ fn validate_for_leader(
         if header.is_control() && origin == AppendOrigin::Client {
             return Err(invalid("clients may not write control batches"));
         }
-        if header.producer_id >= 0 && header.base_sequence < 0 && !header.is_control() {
+        // Coordinators write transactional offset commits without a sequence, as Kafka's do.
+        if header.producer_id >= 0
+            && header.base_sequence < 0
+            && !header.is_control()
+            && origin == AppendOrigin::Client
+        {
             return Err(invalid("idempotent batch without a base sequence"));
         }
         if header.is_transactional() && header.producer_id < 0 {
