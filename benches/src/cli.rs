@@ -178,6 +178,10 @@ pub struct ConsumerOpts {
     /// Skip CRC validation of fetched batches (check.crcs=false).
     #[arg(long)]
     pub no_check_crc: bool,
+    /// isolation.level=read_committed (with --transactions, end-to-end latency then
+    /// includes the commit).
+    #[arg(long)]
+    pub read_committed: bool,
 }
 
 /// `strata-perf produce`.

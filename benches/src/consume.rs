@@ -38,6 +38,9 @@ pub struct ConsumerSettings {
     pub partition_max_bytes: i32,
     /// check.crcs.
     pub check_crc: bool,
+    /// isolation.level=read_committed: read up to the last stable offset and drop
+    /// records of aborted transactions.
+    pub read_committed: bool,
     /// Read the end-to-end stamp from each value and record its latency.
     pub stamped: bool,
 }
@@ -167,7 +170,7 @@ impl Fetcher {
                 max_wait_ms: self.settings.max_wait_ms,
                 min_bytes: 1,
                 max_bytes: self.settings.max_bytes,
-                isolation_level: 0,
+                isolation_level: i8::from(self.settings.read_committed),
                 session_id: 0,
                 session_epoch: -1,
                 topics: vec![FetchTopic { topic: self.topic.clone(), partitions, ..Default::default() }],
@@ -196,7 +199,13 @@ impl Fetcher {
                         continue;
                     };
                     let records = pd.records.unwrap_or_default();
-                    let next = consume_records(&records, slot.1, &self.settings, &self.meter)
+                    let aborted: Vec<(i64, i64)> = pd
+                        .aborted_transactions
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|a| (a.producer_id, a.first_offset))
+                        .collect();
+                    let next = consume_records(&records, slot.1, &aborted, &self.settings, &self.meter)
                         .with_context(|| format!("partition {} at offset {}", slot.0, slot.1))?;
                     slot.1 = next;
                 }
@@ -208,13 +217,20 @@ impl Fetcher {
 /// Reads the batches of one partition's fetched records from `offset`: checks CRCs,
 /// decodes records, counts them (and their end-to-end latency when stamped), and
 /// returns the next offset to fetch. A truncated last batch (brokers may cut the
-/// response at the byte limit) is left for the next fetch.
+/// response at the byte limit) is left for the next fetch. `aborted` lists the
+/// (producer id, first offset) of aborted transactions in the range (read_committed
+/// fetches): their batches are dropped up to each producer's abort marker, as Kafka
+/// consumers do.
 pub fn consume_records(
     records: &Bytes,
     mut offset: i64,
+    aborted: &[(i64, i64)],
     settings: &ConsumerSettings,
     meter: &Meter,
 ) -> Result<i64> {
+    let mut pending_aborts: Vec<(i64, i64)> = aborted.to_vec();
+    pending_aborts.sort_by_key(|&(_, first)| std::cmp::Reverse(first));
+    let mut aborting: Vec<i64> = Vec::new();
     let mut count = 0u64;
     let mut bytes = 0u64;
     let mut stamps: Vec<Duration> = Vec::new();
@@ -231,7 +247,17 @@ pub fn consume_records(
         if settings.check_crc {
             batch.validate_crc().map_err(|e| anyhow::anyhow!("{}: {e}", ErrorCode::CorruptMessage.name()))?;
         }
-        if !batch.is_control() {
+        while pending_aborts.last().is_some_and(|&(_, first)| first <= batch.last_offset()) {
+            if let Some((producer_id, _)) = pending_aborts.pop() {
+                aborting.push(producer_id);
+            }
+        }
+        let in_aborted = batch.is_transactional() && aborting.contains(&batch.producer_id());
+        if batch.is_control() && in_aborted {
+            // The abort marker closes that producer's aborted transaction.
+            aborting.retain(|&p| p != batch.producer_id());
+        }
+        if !batch.is_control() && !in_aborted {
             for record in batch.records(MAX_UNCOMPRESSED_BATCH)? {
                 let record = record?;
                 if record.offset < offset {
@@ -281,6 +307,7 @@ mod tests {
             max_bytes: 1 << 20,
             partition_max_bytes: 1 << 20,
             check_crc: true,
+            read_committed: false,
             stamped: false,
         }
     }
@@ -293,7 +320,7 @@ mod tests {
         let third = batch(10, 5);
         buf.extend_from_slice(&third[..third.len() - 3]);
         let meter = Meter::new("consume");
-        let next = consume_records(&buf.freeze(), 3, &settings(), &meter).unwrap();
+        let next = consume_records(&buf.freeze(), 3, &[], &settings(), &meter).unwrap();
         assert_eq!(next, 10, "the torn batch is fetched again");
         assert_eq!(meter.records(), 7, "offsets 3..10");
         assert_eq!(meter.summary(Duration::from_secs(1)).bytes, 7 * 11);
@@ -305,8 +332,37 @@ mod tests {
         let last = b.len() - 1;
         b[last] ^= 0xff;
         let meter = Meter::new("consume");
-        let err = consume_records(&b.freeze(), 0, &settings(), &meter).unwrap_err();
+        let err = consume_records(&b.freeze(), 0, &[], &settings(), &meter).unwrap_err();
         assert!(err.to_string().contains("CORRUPT_MESSAGE"), "{err}");
+    }
+
+    #[test]
+    fn read_committed_drops_aborted_transactions_up_to_their_marker() {
+        let txn = |base: i64, producer: i64| {
+            let mut b = RecordBatchBuilder::new(base).producer(producer, 0, base as i32).transactional(true);
+            for i in 0..2 {
+                b.append(&NewRecord::new(i, None, Some(Bytes::from_static(b"v")))).unwrap();
+            }
+            b.build().unwrap()
+        };
+        let marker = |base: i64, producer: i64| {
+            let mut b =
+                RecordBatchBuilder::new(base).producer(producer, 0, -1).transactional(true).control(true);
+            b.append(&NewRecord::new(0, Some(Bytes::from_static(&[0, 0, 0, 0])), Some(Bytes::new())))
+                .unwrap();
+            b.build().unwrap()
+        };
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&txn(0, 7)); // aborted: 0, 1
+        buf.extend_from_slice(&txn(2, 8)); // committed: 2, 3
+        buf.extend_from_slice(&marker(4, 7)); // abort marker of 7
+        buf.extend_from_slice(&txn(5, 7)); // a later transaction of 7: 5, 6
+        let meter = Meter::new("consume");
+        let mut s = settings();
+        s.read_committed = true;
+        let next = consume_records(&buf.freeze(), 0, &[(7, 0)], &s, &meter).unwrap();
+        assert_eq!(next, 7);
+        assert_eq!(meter.records(), 4, "offsets 2, 3, 5, 6");
     }
 
     #[test]

@@ -17,4 +17,5 @@ pub mod produce;
 pub mod run;
 pub mod schedule;
 pub mod stats;
+pub mod txn;
 pub mod wire;

@@ -25,6 +25,7 @@ use crate::cluster::{error_name, TopicLayout};
 use crate::payload::{key_bytes, partition_for_key, Payloads, KEY_BYTES};
 use crate::schedule::{latency, Schedule};
 use crate::stats::Meter;
+use crate::txn::{Transactions, TxnVersions};
 use crate::wire::{Connection, FrameReader, FrameWriter, Sent};
 
 /// Records generated between two looks at lingering batches and the send queue.
@@ -66,6 +67,12 @@ pub struct ProducerSettings {
     pub keys: KeyDistribution,
     /// Stamp each value with its due time (end-to-end runs).
     pub stamp_values: bool,
+    /// Bootstrap address (transactional producers look up their coordinator there).
+    pub bootstrap: String,
+    /// Transaction API versions when producing transactionally.
+    pub transactions: Option<TxnVersions>,
+    /// Records per transaction.
+    pub transaction_records: u64,
 }
 
 /// When a producer stops generating.
@@ -170,6 +177,8 @@ pub struct Producer {
     link_of: Vec<usize>,
     links: Vec<Link>,
     sticky: usize,
+    /// Transactional state with --transactions.
+    txn: Option<Transactions>,
 }
 
 impl Producer {
@@ -201,7 +210,18 @@ impl Producer {
             links.push(Link::start(conn, &settings, &shared));
         }
         let partitions = layout.partition_count();
+        let txn = match settings.transactions {
+            Some(versions) => {
+                let id = format!("strata-perf-{}-{index}", std::process::id());
+                Some(
+                    Transactions::init(&settings.bootstrap, &settings.client_id, versions, id, partitions)
+                        .await?,
+                )
+            }
+            None => None,
+        };
         Ok(Producer {
+            txn,
             schedule: Schedule::new(Instant::now(), settings.rate_per_producer),
             payloads: Payloads::new(settings.record_size, settings.keys, 0x5eed + index as u64),
             clock,
@@ -234,8 +254,15 @@ impl Producer {
             if quota_done {
                 break;
             }
+            let mut max_burst = MAX_BURST as u64;
+            if let Some(t) = &mut self.txn {
+                if !t.open {
+                    t.begin(&self.layout.topic).await?;
+                }
+                max_burst = max_burst.min(self.settings.transaction_records - t.records_in_txn);
+            }
             let mut burst = 0;
-            while burst < MAX_BURST
+            while burst < max_burst
                 && self.shared.buffered.load(Ordering::Relaxed) < self.settings.buffer_memory
                 && !matches!(quota, Quota::Records(n) if self.schedule.taken() >= n)
             {
@@ -245,8 +272,14 @@ impl Producer {
                 self.append(due)?;
                 burst += 1;
             }
+            if let Some(t) = &mut self.txn {
+                t.records_in_txn += burst;
+            }
             self.seal_lingering(now)?;
             self.send_ready().await?;
+            if self.txn.as_ref().is_some_and(|t| t.records_in_txn >= self.settings.transaction_records) {
+                self.commit().await?;
+            }
             if burst == 0 {
                 self.wait(quota).await;
             }
@@ -316,7 +349,14 @@ impl Producer {
         let Some(batch) = self.open[partition].take() else {
             return Ok(());
         };
-        let data = batch.builder.build().context("encoding a record batch")?;
+        let builder = match &mut self.txn {
+            Some(t) => {
+                let first = t.next_sequence(partition, batch.dues.len() as i32);
+                batch.builder.producer(t.producer_id, t.producer_epoch, first).transactional(true)
+            }
+            None => batch.builder,
+        };
+        let data = builder.build().context("encoding a record batch")?;
         self.shared.buffered.fetch_add(data.len() as u64, Ordering::Relaxed);
         self.links[self.link_of[partition]].ready.push_back(SealedBatch {
             partition: partition as i32,
@@ -341,10 +381,28 @@ impl Producer {
     }
 
     async fn send_ready(&mut self) -> Result<()> {
-        for i in 0..self.links.len() {
-            while !self.links[i].ready.is_empty() {
-                self.links[i].send_one(&self.settings, &self.shared).await?;
+        let transactional_id = self.txn.as_ref().map(|t| t.transactional_id.as_str());
+        for link in &mut self.links {
+            while !link.ready.is_empty() {
+                link.send_one(&self.settings, &self.shared, transactional_id).await?;
             }
+        }
+        Ok(())
+    }
+
+    /// Sends everything of the open transaction, waits until all of it is
+    /// acknowledged, and commits it.
+    async fn commit(&mut self) -> Result<()> {
+        for p in 0..self.open.len() {
+            self.seal(p)?;
+        }
+        self.send_ready().await?;
+        for link in &self.links {
+            link.drain(self.settings.max_in_flight).await?;
+        }
+        if let Some(t) = &mut self.txn {
+            t.commit().await?;
+            self.shared.meter.add_transactions(1);
         }
         Ok(())
     }
@@ -354,6 +412,9 @@ impl Producer {
             self.seal(p)?;
         }
         self.send_ready().await?;
+        if self.txn.as_ref().is_some_and(|t| t.open) {
+            self.commit().await?;
+        }
         let mut first_error = None;
         for link in &mut self.links {
             // Closing the queue lets the reader finish once the last answer is in.
@@ -395,7 +456,23 @@ impl Link {
 
     /// Sends one request with as many ready batches as fit (one per partition, as
     /// Kafka producers do), waiting for a free in-flight slot first.
-    async fn send_one(&mut self, settings: &ProducerSettings, shared: &Arc<Shared>) -> Result<()> {
+    /// Waits until every request sent so far is answered.
+    async fn drain(&self, max_in_flight: usize) -> Result<()> {
+        let all = u32::try_from(max_in_flight).unwrap_or(u32::MAX);
+        let _all = self
+            .permits
+            .acquire_many(all)
+            .await
+            .map_err(|_| anyhow!("the connection failed; see the reader's error"))?;
+        Ok(())
+    }
+
+    async fn send_one(
+        &mut self,
+        settings: &ProducerSettings,
+        shared: &Arc<Shared>,
+        transactional_id: Option<&str>,
+    ) -> Result<()> {
         let permit = self
             .permits
             .clone()
@@ -421,7 +498,7 @@ impl Link {
             }
         }
         let request = ProduceRequest {
-            transactional_id: None,
+            transactional_id: transactional_id.map(str::to_string),
             acks: settings.acks,
             timeout_ms: settings.timeout_ms,
             topic_data: vec![TopicProduceData {

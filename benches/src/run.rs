@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use strata_protocol::ApiKey;
 
 use crate::cli::{
     CommonOpts, ConsumeCmd, ConsumerOpts, EndToEndCmd, Limit, ProduceCmd, ProducerOpts, StartFrom,
@@ -16,6 +15,7 @@ use crate::consume::{self, ConsumerSettings, StopWhen};
 use crate::json::Json;
 use crate::produce::{Producer, ProducerSettings, Quota, WallClock};
 use crate::stats::{Meter, Summary};
+use crate::txn::TxnVersions;
 
 /// Default length of a run given neither --records nor --duration.
 const DEFAULT_DURATION: Duration = Duration::from_secs(10);
@@ -61,27 +61,15 @@ async fn discover(common: &CommonOpts) -> Result<(Versions, Negotiated)> {
     Ok((versions, negotiated))
 }
 
-/// Refuses `--transactions` with a clear reason.
-fn check_transactions(versions: &Versions) -> Result<()> {
-    let needed =
-        [ApiKey::FindCoordinator, ApiKey::InitProducerId, ApiKey::AddPartitionsToTxn, ApiKey::EndTxn];
-    let missing: Vec<&str> = needed.iter().filter(|a| !versions.has(**a)).map(|a| a.name()).collect();
-    if !missing.is_empty() {
-        bail!(
-            "--transactions: not supported by this broker yet (it does not advertise {})",
-            missing.join(", ")
-        );
-    }
-    bail!("--transactions: the broker advertises transactions, but strata-perf does not drive them yet")
-}
-
 fn producer_settings(
     common: &CommonOpts,
     opts: &ProducerOpts,
     negotiated: &Negotiated,
+    versions: &Versions,
     stamp_values: bool,
-) -> ProducerSettings {
-    ProducerSettings {
+) -> Result<ProducerSettings> {
+    let transactions = if opts.transactions { Some(TxnVersions::negotiate(versions)?) } else { None };
+    Ok(ProducerSettings {
         client_id: common.client_id.clone(),
         version: negotiated.produce,
         acks: opts.acks,
@@ -96,7 +84,10 @@ fn producer_settings(
         record_size: opts.record_size,
         keys: opts.key_distribution,
         stamp_values,
-    }
+        bootstrap: common.bootstrap.clone(),
+        transactions,
+        transaction_records: opts.transaction_records.max(1),
+    })
 }
 
 fn consumer_settings(
@@ -112,6 +103,7 @@ fn consumer_settings(
         max_bytes: opts.fetch_max_bytes,
         partition_max_bytes: opts.partition_max_bytes,
         check_crc: !opts.no_check_crc,
+        read_committed: opts.read_committed,
         stamped,
     }
 }
@@ -198,9 +190,7 @@ pub async fn produce(cmd: ProduceCmd) -> Result<Outcome> {
     producer.validate()?;
     let limit = common.limit(Limit::Duration(DEFAULT_DURATION))?;
     let (versions, negotiated) = discover(&common).await?;
-    if producer.transactions {
-        check_transactions(&versions)?;
-    }
+    let settings = producer_settings(&common, &producer, &negotiated, &versions, false)?;
     let layout = cluster::ensure_topic(
         &common.bootstrap,
         &common.client_id,
@@ -210,7 +200,6 @@ pub async fn produce(cmd: ProduceCmd) -> Result<Outcome> {
     )
     .await?;
     let meter = Arc::new(Meter::new("produce"));
-    let settings = producer_settings(&common, &producer, &negotiated, false);
     let progress = spawn_progress(vec![meter.clone()], Instant::now(), common.quiet);
     let result =
         run_producers(&settings, &layout, producer.producers, quota_for(limit, producer.rate), &meter).await;
@@ -289,9 +278,7 @@ pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
     }
     let limit = common.limit(Limit::Duration(DEFAULT_DURATION))?;
     let (versions, negotiated) = discover(&common).await?;
-    if producer.transactions {
-        check_transactions(&versions)?;
-    }
+    let settings = producer_settings(&common, &producer, &negotiated, &versions, true)?;
     let layout = cluster::ensure_topic(
         &common.bootstrap,
         &common.client_id,
@@ -315,7 +302,6 @@ pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
         stop.clone(),
         consumed.clone(),
     ));
-    let settings = producer_settings(&common, &producer, &negotiated, true);
     let progress = spawn_progress(vec![produced.clone(), consumed.clone()], Instant::now(), common.quiet);
     let result =
         run_producers(&settings, &layout, producer.producers, quota_for(limit, producer.rate), &produced)

@@ -127,6 +127,7 @@ pub struct Meter {
     bytes: AtomicU64,
     wire_bytes: AtomicU64,
     error_records: AtomicU64,
+    transactions: AtomicU64,
     latencies: Mutex<Latencies>,
     first_error: Mutex<Option<String>>,
     last_progress: Mutex<(Instant, u64, u64)>,
@@ -141,6 +142,7 @@ impl Meter {
             bytes: AtomicU64::new(0),
             wire_bytes: AtomicU64::new(0),
             error_records: AtomicU64::new(0),
+            transactions: AtomicU64::new(0),
             latencies: Mutex::new(Latencies::default()),
             first_error: Mutex::new(None),
             last_progress: Mutex::new((Instant::now(), 0, 0)),
@@ -156,6 +158,11 @@ impl Meter {
     /// Counts bytes that crossed the network (request or response frames).
     pub fn add_wire(&self, bytes: u64) {
         self.wire_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts committed transactions.
+    pub fn add_transactions(&self, n: u64) {
+        self.transactions.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Records latencies (one lock for the lot).
@@ -237,6 +244,7 @@ impl Meter {
             first_error: self.first_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             elapsed,
             latency: (!l.total.is_empty()).then(|| l.total.summary()),
+            transactions: self.transactions.load(Ordering::Relaxed),
         }
     }
 }
@@ -260,6 +268,8 @@ pub struct Summary {
     pub elapsed: Duration,
     /// Latency figures, if latencies were recorded.
     pub latency: Option<LatencySummary>,
+    /// Transactions committed (transactional producers).
+    pub transactions: u64,
 }
 
 impl Summary {
@@ -285,6 +295,7 @@ impl Summary {
             .with("records_per_sec", self.records_per_sec())
             .with("mb_per_sec", self.mb_per_sec())
             .with("latency_ms", self.latency.map_or(Json::Null, |l| l.to_json()))
+            .with("transactions", self.transactions)
     }
 
     /// Human-readable lines.
@@ -300,6 +311,9 @@ impl Summary {
         );
         if let Some(l) = &self.latency {
             s.push_str(&format!("\n{} latency: {}", self.name, l.to_text()));
+        }
+        if self.transactions > 0 {
+            s.push_str(&format!("\n{}: {} transactions committed", self.name, self.transactions));
         }
         if self.error_records > 0 {
             s.push_str(&format!(

@@ -1,5 +1,6 @@
 //! CI smoke test of `strata-perf` against the real `strata` binary: produce a small
-//! workload, read it back, and run a short end-to-end pass. Proves the load generator
+//! workload, read it back, run a short end-to-end pass, and produce transactionally
+//! and read it back read_committed. Proves the load generator
 //! and the broker agree on the wire (every record acknowledged and read back), not
 //! that either is fast.
 //!
@@ -155,6 +156,25 @@ fn produce_consume_and_end_to_end_against_strata() {
     assert_eq!(e2e["produce"]["records"], 2000, "{e2e}");
     assert_eq!(e2e["consume"]["records"], 2000, "{e2e}");
     assert_eq!(e2e["missing"], 0, "{e2e}");
+
+    let txn = broker.perf(&[
+        "produce",
+        "--topic",
+        "smoke-txn",
+        "--records",
+        "5000",
+        "--record-size",
+        "100",
+        "--acks",
+        "-1",
+        "--transactions",
+        "--transaction-records",
+        "1000",
+    ]);
+    assert_eq!(txn["records"], 5000, "{txn}");
+    assert_eq!(txn["transactions"], 5, "{txn}");
+    let committed = broker.perf(&["consume", "--topic", "smoke-txn", "--read-committed"]);
+    assert_eq!(committed["records"], 5000, "{committed}");
 
     assert!(started.elapsed() < Duration::from_secs(30), "smoke test took {:?}", started.elapsed());
 }
