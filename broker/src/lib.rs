@@ -13,6 +13,7 @@ pub mod group;
 pub mod group_service;
 pub mod handlers;
 mod internal_topics;
+mod log_cleaner;
 pub mod markers;
 pub mod producer_ids;
 pub mod replica;

@@ -90,12 +90,71 @@ impl Partition {
         self.log.read(offset, max_bytes, upper, min_one)
     }
 
+    /// Reads record data for a consumer fetch. A compacted log can hold batches the
+    /// cleaner emptied (kept to preserve offsets or a producer's last sequence) and
+    /// segments holding nothing else; a response made only of empty batches makes
+    /// librdkafka take the data for a message too large to fetch. So when a read finds
+    /// only empty batches, the following batches are appended (bounded by `max_bytes`),
+    /// as a Kafka log whose cleaner merged those segments would return them.
+    pub fn read_for_fetch(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        read_committed: bool,
+    ) -> Result<Bytes, ReadError> {
+        let info = self.read(offset, max_bytes, min_one, read_committed)?;
+        let mut data = info.records.read_bytes().map_err(ReadError::Io)?;
+        let upper = if read_committed { self.last_stable_offset() } else { self.high_watermark() };
+        for _ in 0..64 {
+            let Some(next) = next_offset_if_only_empty_batches(&data) else { break };
+            if next >= upper || data.len() >= max_bytes {
+                break;
+            }
+            let more = self.read(next, max_bytes - data.len(), false, read_committed)?;
+            let more = more.records.read_bytes().map_err(ReadError::Io)?;
+            if more.is_empty() {
+                break;
+            }
+            let mut joined = bytes::BytesMut::with_capacity(data.len() + more.len());
+            joined.extend_from_slice(&data);
+            joined.extend_from_slice(&more);
+            data = joined.freeze();
+        }
+        Ok(data)
+    }
+
     /// After truncation (DeleteRecords does not truncate; replication will) the high
     /// watermark must not exceed the log end.
     fn clamp_high_watermark(&self) {
         let leo = self.log.log_end_offset();
         self.high_watermark.fetch_min(leo, Ordering::AcqRel);
     }
+}
+
+/// Why a fetch read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The log refused the read (offset out of range, closed, ...).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// Reading the segment file failed.
+    #[error("reading log data failed: {0}")]
+    Io(std::io::Error),
+}
+
+/// If `data` is non-empty and holds only batches without records, the offset after
+/// its last batch.
+fn next_offset_if_only_empty_batches(data: &Bytes) -> Option<i64> {
+    let mut next = None;
+    for batch in strata_protocol::records::RecordBatches::new(data.clone()) {
+        let batch = batch.ok()?;
+        if batch.records_count() != 0 {
+            return None;
+        }
+        next = Some(batch.next_offset());
+    }
+    next
 }
 
 type PartitionMap = HashMap<String, Arc<[Arc<Partition>]>>;

@@ -15,6 +15,7 @@ pub struct RunningServer {
     pub local_addrs: Vec<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    cleaner: Option<crate::log_cleaner::CleanerHandle>,
     broker: Arc<Broker>,
 }
 
@@ -25,6 +26,9 @@ impl RunningServer {
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = t.await;
+        }
+        if let Some(cleaner) = self.cleaner {
+            let _ = tokio::task::spawn_blocking(move || cleaner.stop()).await;
         }
         self.broker.close();
     }
@@ -56,7 +60,8 @@ pub async fn start(broker: Arc<Broker>) -> std::io::Result<RunningServer> {
     // before clients ask for their offsets.
     broker.groups();
     broker.transactions();
-    Ok(RunningServer { local_addrs, shutdown, tasks, broker })
+    let cleaner = crate::log_cleaner::start(&broker);
+    Ok(RunningServer { local_addrs, shutdown, tasks, cleaner, broker })
 }
 
 async fn accept_loop(broker: Arc<Broker>, socket: TcpListener, mut shutdown: watch::Receiver<bool>) {

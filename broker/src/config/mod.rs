@@ -148,6 +148,10 @@ const ACCEPTED_KEYS: &[&str] = &[
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.remove.expired.transaction.cleanup.interval.ms",
     "producer.id.expiration.check.interval.ms",
+    // Read by the log cleaner thread (log_cleaner.rs).
+    "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size",
 ];
 
 impl BrokerConfig {

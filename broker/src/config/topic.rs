@@ -294,6 +294,10 @@ impl TopicDefaults {
     /// The storage configuration of a topic with `overrides`.
     pub fn log_config(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
         let num = |name: &str| -> i64 { self.resolve(overrides, name).0.trim().parse().unwrap_or(0) };
+        let policy: Vec<String> =
+            self.resolve(overrides, "cleanup.policy").0.split(',').map(|s| s.trim().to_string()).collect();
+        let ratio =
+            self.resolve(overrides, "min.cleanable.dirty.ratio").0.trim().parse::<f64>().unwrap_or(0.5);
         let timestamp_type = if self.resolve(overrides, "message.timestamp.type").0 == "LogAppendTime" {
             TimestampType::LogAppendTime
         } else {
@@ -312,6 +316,12 @@ impl TopicDefaults {
             file_delete_delay_ms: num("file.delete.delay.ms"),
             message_timestamp_type: timestamp_type,
             producer_id_expiration_ms: self.producer_id_expiration_ms,
+            cleanup_policy_compact: policy.iter().any(|p| p == "compact"),
+            cleanup_policy_delete: policy.iter().any(|p| p == "delete"),
+            min_cleanable_dirty_ratio: ratio,
+            min_compaction_lag_ms: num("min.compaction.lag.ms"),
+            max_compaction_lag_ms: num("max.compaction.lag.ms").max(1),
+            delete_retention_ms: num("delete.retention.ms"),
             ..LogConfig::default()
         }
     }

@@ -8,6 +8,7 @@
 
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
+use crate::replica::ReadError;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,27 +86,21 @@ fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResp
                         pd.error_code = ErrorCode::FencedLeaderEpoch.code();
                     } else {
                         let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
-                        match p.read(fp.fetch_offset, limit, total == 0, read_committed) {
-                            Ok(info) => match info.records.read_bytes() {
-                                Ok(data) => {
-                                    if read_committed {
-                                        pd.aborted_transactions = aborted(
-                                            &p,
-                                            fp.fetch_offset,
-                                            pd.last_stable_offset,
-                                            !data.is_empty(),
-                                        );
-                                    }
-                                    remaining = remaining.saturating_sub(data.len());
-                                    total += data.len();
-                                    pd.records = Some(data);
+                        match p.read_for_fetch(fp.fetch_offset, limit, total == 0, read_committed) {
+                            Ok(data) => {
+                                if read_committed {
+                                    pd.aborted_transactions =
+                                        aborted(&p, fp.fetch_offset, pd.last_stable_offset, !data.is_empty());
                                 }
-                                Err(e) => {
-                                    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "fetch read failed");
-                                    pd.error_code = ErrorCode::KafkaStorageError.code();
-                                }
-                            },
-                            Err(e) => pd.error_code = storage_error_code(&e).code(),
+                                remaining = remaining.saturating_sub(data.len());
+                                total += data.len();
+                                pd.records = Some(data);
+                            }
+                            Err(ReadError::Io(e)) => {
+                                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "fetch read failed");
+                                pd.error_code = ErrorCode::KafkaStorageError.code();
+                            }
+                            Err(ReadError::Storage(e)) => pd.error_code = storage_error_code(&e).code(),
                         }
                     }
                 }
