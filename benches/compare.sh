@@ -99,6 +99,9 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2)
 calc() { awk "BEGIN { v = $*; if (v >= 1000 || v <= -1000) printf \"%.0f\", v; else printf \"%.4g\", v }"; }
 CLK_TCK=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Milliseconds the process's threads have spent runnable but waiting for a CPU
+# (schedstat field 2): how much the machine, not the broker, held a run back.
+runq_wait_ms() { cat "/proc/$1"/task/*/schedstat 2>/dev/null | awk '{w += $2} END {printf "%d", w / 1e6}'; }
 status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 
 # ---------------------------------------------------------------------------------------
@@ -179,10 +182,11 @@ start_strata() {
 run_workload() {
     local name=$1 bootstrap=$2 pid=$3
     shift 3
-    local cpu0=0 cpu1=0 hwm=0
+    local cpu0=0 cpu1=0 hwm=0 wait0=0 wait1=0
     if [ -n "$pid" ]; then
         echo 5 >"/proc/$pid/clear_refs" 2>/dev/null || true
         cpu0=$(cpu_ticks "$pid")
+        wait0=$(runq_wait_ms "$pid")
     fi
     local out
     out=$("${NICE[@]}" "$PERF" "$@" --bootstrap "$bootstrap" --json --quiet) || {
@@ -191,10 +195,12 @@ run_workload() {
     }
     if [ -n "$pid" ]; then
         cpu1=$(cpu_ticks "$pid")
+        wait1=$(runq_wait_ms "$pid")
         hwm=$(status_kb "$pid" VmHWM)
     fi
     echo "$out" | jq -c --argjson cpu "$(calc "($cpu1 - $cpu0) / $CLK_TCK")" --argjson hwm "$hwm" \
-        '. + {broker_cpu_s: $cpu, broker_peak_rss_kb: $hwm}' >>"$WORK/$name.jsonl"
+        --argjson wait "$(calc "($wait1 - $wait0) / 1000")" \
+        '. + {broker_cpu_s: $cpu, broker_peak_rss_kb: $hwm, broker_runq_wait_s: $wait}' >>"$WORK/$name.jsonl"
 }
 
 # measure LABEL BOOTSTRAP PID: all workloads, $RUNS times.
@@ -284,6 +290,8 @@ for label in "${LABELS[@]}"; do
         row "broker CPU per GB ingested (s)" "$p_cpu" "$(calc "$p_cpu / 0.5")" "<= 0.5 core-s/GB" \
             "$(spread "$label-produce" '.broker_cpu_s / (.bytes / 1e9)')"
         row "  over the write + receive floor" "$(calc "$p_cpu / ($WRITE_CPU + $NET_CPU / 2)")" "" "" ""
+        row "broker waiting for a CPU (produce)" "$(med "$label-produce" '.broker_runq_wait_s / .broker_cpu_s')" "" \
+            "x its CPU time" "$(spread "$label-produce" '.broker_runq_wait_s / .broker_cpu_s')"
         row "broker CPU per GB served (s)" "$c_cpu" "" "" "$(spread "$label-consume" '.broker_cpu_s / (.bytes / 1e9)')"
         row "RSS at start (MiB)" "$(calc "$RSS_START_KB / 1024")" "" "" ""
         row "RSS idle, 100 partitions (MiB)" "$(calc "$RSS_IDLE_KB / 1024")" "$(calc "$RSS_IDLE_KB / 1024 / 20")" "<= 20 MiB" ""
