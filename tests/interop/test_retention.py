@@ -60,19 +60,37 @@ def _produce_old_then_new(broker, topic: str) -> tuple[list[Rec], int]:
     return a + b, len(a)
 
 
-def _check_trimmed(broker, topic: str, recs: list[Rec], n_old: int, *, timeout: float = 60) -> int:
-    """Waits until the log start offset has moved past 0 and the first segment file is gone;
-    returns the new log start offset after checking what remains is exact."""
+def _time_retention_settled(n_old: int):
+    """Settled state for the old-then-new layout: the first remaining segment holds offset n_old
+    (the first recent record), so every segment made only of old records is gone."""
+    def settled(bases: list[int], sizes: list[int]) -> bool:
+        return bool(bases) and bases[0] <= n_old and (len(bases) == 1 or bases[1] > n_old)
+    return settled
+
+
+def _check_trimmed(broker, topic: str, recs: list[Rec], n_old: int, settled, *, timeout: float = 60) -> int:
+    """Waits until retention has settled (`settled(bases, sizes)` over the .log files, and the
+    log start offset equal to the first base), then checks the log start offset, the remaining
+    records byte for byte, and that the deleted segments' files are gone. Returns the start."""
     b = broker.bootstrap
-    wait_until(lambda: util.watermarks(b, topic)[0] > 0, timeout, "log start offset to move forward")
-    wait_until(lambda: 0 not in _segment_bases(broker, topic), timeout, "first segment file removed")
+
+    def state():
+        files = broker.segment_files(topic, 0, ".log")
+        bases = [int(p.name[:20]) for p in files]
+        sizes = [p.stat().st_size for p in files]
+        return bases, sizes
+
+    def done():
+        bases, sizes = state()
+        return settled(bases, sizes) and bases[0] > 0 and util.watermarks(b, topic)[0] == bases[0]
+
+    wait_until(done, timeout, "retention to delete every expired segment")
     start, end = util.watermarks(b, topic)
     assert end == len(recs)
     assert 0 < start <= n_old, f"log start {start}: records newer than retention were deleted"
-    bases = _segment_bases(broker, topic)
-    assert bases and min(bases) == start, f"log start {start} is not the first segment's base {bases}"
     got = util.confluent_read(b, topic, 0, end - start, start_offset=start, timeout=60)
     assert_records(recs[start:], got, start_offset=start, what="after retention")
+    assert util.watermarks(b, topic)[0] == start, "log start offset moved again after retention settled"
     wait_until(lambda: not _files_below(broker, topic, start), 30,
                f"files of deleted segments (base < {start}) removed from the partition directory")
     return start
@@ -84,7 +102,7 @@ def test_retention_ms(broker_factory):
     util.create_topic(broker.bootstrap, topic, config={"segment.bytes": str(SEGMENT_BYTES),
                                                        "retention.ms": str(3600 * 1000)})
     recs, n_old = _produce_old_then_new(broker, topic)
-    start = _check_trimmed(broker, topic, recs, n_old)
+    start = _check_trimmed(broker, topic, recs, n_old, _time_retention_settled(n_old))
 
     # The log start offset survives a clean restart.
     broker.stop()
@@ -109,7 +127,7 @@ def test_retention_ms_set_later_takes_effect(broker_factory):
     res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
         ConfigEntry("retention.ms", str(3600 * 1000), incremental_operation=AlterConfigOpType.SET)])
     a.incremental_alter_configs([res])[res].result(timeout=30)
-    _check_trimmed(broker, topic, recs, n_old)
+    _check_trimmed(broker, topic, recs, n_old, _time_retention_settled(n_old))
 
 
 def test_retention_bytes(broker_factory):
@@ -122,13 +140,12 @@ def test_retention_bytes(broker_factory):
     for i in range(0, len(recs), 1000):
         util.confluent_produce(broker.bootstrap, topic, recs[i:i + 1000])
 
-    def log_bytes() -> int:
-        return sum(p.stat().st_size for p in broker.segment_files(topic, 0, ".log"))
+    def bytes_settled(bases: list[int], sizes: list[int]) -> bool:
+        # Kafka deletes the oldest segment while the log without it still holds >= retention.bytes.
+        return len(sizes) >= 1 and sum(sizes) - sizes[0] < retention_bytes
 
-    # Kafka deletes the oldest segment while the log minus that segment is still >= retention.bytes,
-    # so the log ends between retention.bytes and retention.bytes + one segment.
-    wait_until(lambda: log_bytes() <= retention_bytes + SEGMENT_BYTES, 60,
-               f"log trimmed to retention.bytes ({retention_bytes}) + one segment")
-    start = _check_trimmed(broker, topic, recs, len(recs))
-    assert log_bytes() >= retention_bytes - SEGMENT_BYTES, "trimmed far below retention.bytes"
+    start = _check_trimmed(broker, topic, recs, len(recs), bytes_settled)
+    log_bytes = sum(p.stat().st_size for p in broker.segment_files(topic, 0, ".log"))
+    assert retention_bytes <= log_bytes <= retention_bytes + SEGMENT_BYTES, \
+        f"log holds {log_bytes} bytes for retention.bytes={retention_bytes}"
     assert start >= len(recs) // 2, f"log start {start}: too little deleted"
