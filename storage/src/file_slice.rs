@@ -1,10 +1,10 @@
 //! A byte range of a segment file, handed to the broker instead of copied bytes.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 /// Whole record batches in a range of one segment's `.log` file.
 ///
@@ -50,10 +50,42 @@ impl FileSlice {
         self.len == 0
     }
 
-    /// Reads the range into memory with one `pread`.
+    /// Reads the range into memory with `pread` straight into fresh capacity (no zeroing
+    /// first: it was a fifth of the fetch path's CPU).
     pub fn read_bytes(&self) -> std::io::Result<Bytes> {
-        let mut buf = BytesMut::zeroed(self.len as usize);
-        self.file.read_exact_at(&mut buf, self.position)?;
-        Ok(buf.freeze())
+        let len = self.len as usize;
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut filled = 0usize;
+        while filled < len {
+            let offset = self.position + filled as u64;
+            // SAFETY: the destination is the vector's spare capacity from `filled` on,
+            // `len - filled` bytes long; pread writes at most that many bytes there and
+            // nothing reads them before `set_len` below covers only what was written.
+            let n = unsafe {
+                libc::pread(
+                    self.file.as_raw_fd(),
+                    buf.as_mut_ptr().add(filled).cast::<libc::c_void>(),
+                    len - filled,
+                    offset as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "segment file ended before the slice (truncated under a reader)",
+                ));
+            }
+            filled += n as usize;
+        }
+        // SAFETY: pread initialised exactly `filled == len` bytes of the allocation.
+        unsafe { buf.set_len(filled) };
+        Ok(Bytes::from(buf))
     }
 }
