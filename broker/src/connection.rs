@@ -52,7 +52,7 @@ pub async fn serve(
             }
             tokio::select! {
                 _ = shutdown.changed() => break,
-                n = rd.read_buf(frames.buffer()) => match n {
+                n = read_some(&mut rd, &mut frames) => match n {
                     Ok(0) => break,
                     Ok(_) => {}
                     Err(e) => {
@@ -108,6 +108,18 @@ async fn handle_frame(
         handlers::Outcome::NoResponse => true,
         handlers::Outcome::Close => false,
     }
+}
+
+/// Reads what the socket has into the frame decoder, never past the end of a large
+/// frame being received (see `FrameDecoder::read_limit`).
+async fn read_some(
+    rd: &mut tokio::net::tcp::OwnedReadHalf,
+    frames: &mut FrameDecoder,
+) -> std::io::Result<usize> {
+    use bytes::BufMut;
+    let limit = frames.read_limit();
+    let mut target = frames.buffer().limit(limit);
+    rd.read_buf(&mut target).await
 }
 
 async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<Bytes>>) {

@@ -23,6 +23,10 @@ pub enum FrameError {
     Negative(i32),
 }
 
+/// Frames at least this large (produce requests carrying real batches) are received
+/// into a buffer of their own.
+const LARGE_FRAME: usize = 64 * 1024;
+
 /// Splits a byte stream into frames. Feed it whatever the socket produced with
 /// [`FrameDecoder::buffer`], then call [`FrameDecoder::next_frame`] until it returns
 /// `None`.
@@ -68,14 +72,61 @@ impl FrameDecoder {
             self.buf.reserve((4 + size - self.buf.len()).min(RESERVE_STEP));
             return Ok(None);
         }
+        if size >= LARGE_FRAME && self.buf.len() == 4 + size {
+            // The buffer holds exactly this frame (reads stopped at its end, see
+            // `read_limit`): hand over the whole allocation, so the frame's record sets
+            // are uniquely owned and the log can patch their headers without a copy.
+            let mut whole = std::mem::replace(&mut self.buf, BytesMut::with_capacity(8 * 1024));
+            whole.advance(4);
+            return Ok(Some(whole.freeze()));
+        }
         self.buf.advance(4);
         Ok(Some(self.buf.split_to(size).freeze()))
+    }
+
+    /// How many bytes the next socket read may take: up to the end of a large frame
+    /// being received (so it ends up alone in its buffer), else no limit.
+    pub fn read_limit(&self) -> usize {
+        if self.buf.len() >= 4 {
+            let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+            if let Ok(size) = usize::try_from(size) {
+                if size >= LARGE_FRAME && self.buf.len() < 4 + size {
+                    return 4 + size - self.buf.len();
+                }
+            }
+        }
+        usize::MAX
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_frame_read_up_to_its_end_owns_its_buffer() {
+        let mut d = FrameDecoder::new(1 << 20);
+        let size = LARGE_FRAME + 10;
+        let mut wire = (size as i32).to_be_bytes().to_vec();
+        wire.extend(std::iter::repeat_n(7u8, size));
+        wire.extend_from_slice(&[0, 0, 0, 1, 9]);
+        let mut fed = 0;
+        let frame = loop {
+            let n = d.read_limit().min(4096).min(wire.len() - fed);
+            d.buffer().extend_from_slice(&wire[fed..fed + n]);
+            fed += n;
+            if let Some(f) = d.next_frame().unwrap() {
+                break f;
+            }
+        };
+        assert_eq!(frame.len(), size);
+        assert!(frame.slice(100..200).try_into_mut().is_err(), "the frame still holds it");
+        let records = frame.slice(100..200);
+        drop(frame);
+        assert!(records.try_into_mut().is_ok(), "a large frame must not share its buffer");
+        d.buffer().extend_from_slice(&wire[fed..]);
+        assert_eq!(d.next_frame().unwrap().unwrap().as_ref(), &[9]);
+    }
 
     #[test]
     fn splits_frames_and_refuses_huge_ones() {
