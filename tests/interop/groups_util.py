@@ -87,20 +87,18 @@ class App:
         if rc is not None:
             raise AssertionError(f"{self.name} exited with {rc}; stderr:\n{self.stderr_tail()}")
 
-    def wait_for(self, cond, timeout: float, what: str):
-        """Waits until cond(events) is truthy; fails early if the process died."""
-
-        def check():
+    def wait_for(self, cond, timeout: float, what: str, interval: float = 0.05):
+        """Waits until cond(events) is truthy and returns it; fails at once if the process died."""
+        deadline = time.monotonic() + timeout
+        while True:
             v = cond(self.snapshot())
             if v:
                 return v
             self.assert_alive()
-            return None
-
-        try:
-            return wait_until(check, timeout, f"{self.name}: {what}")
-        except TimeoutError as e:
-            raise AssertionError(f"{e}\nstderr of {self.name}:\n{self.stderr_tail()}") from None
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"timed out after {timeout:.1f}s waiting for {self.name}: {what}; last "
+                                     f"events: {self.snapshot()[-3:]}\nstderr:\n{self.stderr_tail()}")
+            time.sleep(interval)
 
     def kill(self) -> float:
         """SIGKILL; returns the time of the kill."""
@@ -217,7 +215,7 @@ class PacedProducer:
         self.errors: list[str] = []
         self._stop = threading.Event()
         self.p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                           "linger.ms": 5, "log_level": 3})
+                           "linger.ms": 5, "log_level": 0})
         self._t = threading.Thread(target=self._run, name="paced-producer", daemon=True)
         self._t.start()
 

@@ -10,10 +10,14 @@ under which isolation level), plus the outcome of each transaction (`Txn`). `che
   saw although readers read past its offset in its partition (or, with `drained=True`, that the
   test read every partition to its end and still did not see it). Acknowledged writes beyond
   every read are "unseen", which is only an anomaly when drained.
-- duplicate: one value stored at two different (partition, offset) positions, by the
-  acknowledgements and the reads together. Reading the same record twice (at-least-once
+- duplicate: one value stored at two different (partition, offset) positions of one topic, by
+  the acknowledgements and the reads together. Reading the same record twice (at-least-once
   redelivery) is not a duplicate.
 - inconsistent-offsets: two different values at the same (partition, offset).
+
+Positions are per topic (`topic`, default ""), so a pipeline can be checked end to end: sends to
+an input topic, polls of an output topic carrying the input's values (a value must then be read
+exactly once in the output, and every acknowledged input value read).
 - aborted-read: a `read_committed` consumer saw a value of an aborted transaction (G1a).
 - precommitted-read: a `read_committed` consumer saw a value of a transaction before its commit
   was even requested (the poll happened before `Txn.commit_time`), or of a transaction whose
@@ -76,6 +80,7 @@ class Send:
     producer: str | None = None  # producer session, for nonmonotonic-send
     txn: str | None = None  # key of a `Txn`
     time: float | None = None  # monotonic seconds when the send was made
+    topic: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,7 @@ class Poll:
     session: Hashable = 0  # a new value at every (re)assignment, restart or seek
     read_committed: bool = True
     time: float | None = None  # monotonic seconds when the poll returned
+    topic: str = ""
 
 
 @dataclass(frozen=True)
@@ -185,24 +191,25 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
             return True
         return outcome[s.txn] == COMMIT
 
-    # Positions: (partition, offset) -> values; value -> positions.
-    at: dict[tuple[int, int], set] = defaultdict(set)
-    where: dict[Hashable, set[tuple[int, int]]] = defaultdict(set)
+    # Positions: (topic, partition, offset) -> values; (topic, value) -> (partition, offset)s.
+    at: dict[tuple[str, int, int], set] = defaultdict(set)
+    where: dict[tuple[str, Hashable], set[tuple[int, int]]] = defaultdict(set)
     for s in sends:
         if s.status == OK:
-            at[(s.partition, s.offset)].add(s.value)
-            where[s.value].add((s.partition, s.offset))
+            at[(s.topic, s.partition, s.offset)].add(s.value)
+            where[(s.topic, s.value)].add((s.partition, s.offset))
     for p in polls:
-        at[(p.partition, p.offset)].add(p.value)
-        where[p.value].add((p.partition, p.offset))
+        at[(p.topic, p.partition, p.offset)].add(p.value)
+        where[(p.topic, p.value)].add((p.partition, p.offset))
 
     for pos in sorted(at):
         if len(at[pos]) > 1:
-            out.add(INCONSISTENT_OFFSETS, {"partition": pos[0], "offset": pos[1],
-                                           "values": sorted(map(repr, at[pos]))})
-    for value, positions in where.items():
+            out.add(INCONSISTENT_OFFSETS, {**({"topic": pos[0]} if pos[0] else {}), "partition": pos[1],
+                                           "offset": pos[2], "values": sorted(map(repr, at[pos]))})
+    for (topic, value), positions in where.items():
         if len(positions) > 1:
-            out.add(DUPLICATE, {"value": value, "positions": sorted(positions)})
+            out.add(DUPLICATE, {**({"topic": topic} if topic else {}), "value": value,
+                                "positions": sorted(positions)})
 
     # Reads: aborted and precommitted.
     read_values = {p.value for p in polls}
@@ -212,8 +219,8 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
             continue
         t = txn_by_id[s.txn]
         o = outcome[s.txn]
-        ex = {"value": p.value, "partition": p.partition, "offset": p.offset, "consumer": p.consumer,
-              "txn": s.txn, "outcome": t.outcome}
+        ex = {"value": p.value, "topic": p.topic, "partition": p.partition, "offset": p.offset,
+              "consumer": p.consumer, "txn": s.txn, "outcome": t.outcome}
         if o == ABORT:
             out.add(ABORTED_READ, ex)
         elif o == OPEN:
@@ -221,16 +228,17 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
         elif p.time is not None and t.commit_time is not None and p.time < t.commit_time:
             out.add(PRECOMMITTED_READ, {**ex, "why": f"read {t.commit_time - p.time:.3f}s before commit was requested"})
 
-    # Lost writes: acknowledged, visible to a committed reader, never read.
-    max_read: dict[int, int] = {}
+    # Lost writes: acknowledged, visible to a committed reader, never read (in any topic: a
+    # pipeline reads its input's values from its output).
+    max_read: dict[tuple[str, int], int] = {}
     for p in polls:
-        max_read[p.partition] = max(max_read.get(p.partition, -1), p.offset)
+        max_read[(p.topic, p.partition)] = max(max_read.get((p.topic, p.partition), -1), p.offset)
     unseen = []
     for s in sends:
         if s.status != OK or s.value in read_values or not committed_visible(s.value):
             continue
         ex = {"value": s.value, "partition": s.partition, "offset": s.offset, "txn": s.txn}
-        if drained or s.offset < max_read.get(s.partition, -1):
+        if drained or s.offset < max_read.get((s.topic, s.partition), -1):
             out.add(LOST_WRITE, ex)
         else:
             unseen.append(ex)
@@ -240,7 +248,7 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
     for s in sends:
         if s.status != OK or s.producer is None:
             continue
-        key = (s.producer, s.partition)
+        key = (s.producer, s.topic, s.partition)
         prev = last_sent.get(key)
         if prev is not None and s.offset <= prev.offset:
             out.add(NONMONOTONIC_SEND, {"producer": s.producer, "partition": s.partition,
@@ -248,14 +256,14 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
         last_sent[key] = s
 
     # Polls: per consumer session and partition, offsets increase without skipping visible ones.
-    known_offsets: dict[int, list[int]] = defaultdict(list)
-    for (part, off) in at:
-        known_offsets[part].append(off)
-    for part in known_offsets:
-        known_offsets[part].sort()
+    known_offsets: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for (topic, part, off) in at:
+        known_offsets[(topic, part)].append(off)
+    for key in known_offsets:
+        known_offsets[key].sort()
     last_poll: dict[tuple, Poll] = {}
     for p in polls:
-        key = (p.consumer, p.session, p.partition)
+        key = (p.consumer, p.session, p.topic, p.partition)
         prev = last_poll.get(key)
         last_poll[key] = p
         if prev is None:
@@ -267,8 +275,8 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
         if p.offset == prev.offset + 1:
             continue
         missed = []
-        for off in _between(known_offsets[p.partition], prev.offset, p.offset):
-            vals = at[(p.partition, off)]
+        for off in _between(known_offsets[(p.topic, p.partition)], prev.offset, p.offset):
+            vals = at[(p.topic, p.partition, off)]
             if any((not p.read_committed) or committed_visible(v) for v in vals):
                 missed.append(off)
         if missed:

@@ -181,3 +181,18 @@ def test_malformed_history_is_refused():
         h.check([Send("a", 0, 0, txn="nope")], [])
     with pytest.raises(ValueError, match="without partition/offset"):
         h.check([Send("a")], [])
+
+
+def test_pipeline_positions_are_per_topic():
+    # Input values acknowledged in "in", read back from "out" by a transform: exactly once.
+    s = [Send(v, 0, i, topic="in") for i, v in enumerate(["a", "b", "c"])]
+    out = [Poll("c", 0, o, v, topic="out") for v, o in [("a", 0), ("b", 1), ("c", 3)]]
+    r = h.check(s, out, drained=True)
+    assert r.ok, str(r)
+    # Written twice to the output, at two offsets: a duplicate there.
+    r = h.check(s, out + [Poll("c", 0, 5, "b", topic="out")], drained=True)
+    assert r.found() == {h.DUPLICATE}, str(r)
+    assert r.anomalies[h.DUPLICATE][0] == {"topic": "out", "value": "b", "positions": [(0, 1), (0, 5)]}
+    # Never reaching the output: lost.
+    r = h.check(s, out[:2], drained=True)
+    assert r.found() == {h.LOST_WRITE} and r.anomalies[h.LOST_WRITE][0]["value"] == "c", str(r)

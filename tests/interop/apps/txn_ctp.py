@@ -1,0 +1,145 @@
+"""A consume-transform-produce application with exactly-once output, as its own process so the
+transaction tests can SIGKILL it at any point and start it again.
+
+    python txn_ctp.py '<json config>'
+
+Config: lib (confluent | kafka-python), bootstrap, in_topic, out_topic, group, tid
+(transactional id), instance_id (static membership, so a restart takes over at once),
+session_timeout_ms, max_records.
+
+It first initializes its transactional producer (fencing any previous instance and completing or
+aborting its transaction), then joins the group with read_committed and, for every batch it
+polls: begins a transaction, copies each record's value to the same partition of `out_topic`,
+adds the next input offsets to the transaction (send_offsets_to_transaction) and commits. If a
+transaction fails with an abortable error it aborts and rewinds to the batch's first offsets; any
+other error, or five aborts in a row, ends the process with a non-zero code.
+
+Output, JSON lines with `t` = time.monotonic():
+  {"ev": "start"} {"ev": "assign", "parts": [..]} {"ev": "begin", "n": n}
+  {"ev": "produced", "n": n, "count": k} {"ev": "offsets", "n": n}
+  {"ev": "committed", "n": n, "offsets": {"p": next}} {"ev": "aborted", "n": n, "err": ".."}
+  {"ev": "closed"}
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+CONF = json.loads(sys.argv[1])
+STOP = False
+
+
+def out(ev: str, **kw) -> None:
+    kw.update(ev=ev, t=time.monotonic())
+    sys.stdout.write(json.dumps(kw) + "\n")
+    sys.stdout.flush()
+
+
+def on_term(*_):
+    global STOP
+    STOP = True
+
+
+def run_confluent() -> None:
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    p = Producer({"bootstrap.servers": CONF["bootstrap"], "transactional.id": CONF["tid"],
+                  "transaction.timeout.ms": 10_000, "linger.ms": 2, "log_level": 3})
+    p.init_transactions(60)
+    out("start")
+    c = Consumer({"bootstrap.servers": CONF["bootstrap"], "group.id": CONF["group"],
+                  "group.instance.id": CONF["instance_id"], "session.timeout.ms": CONF["session_timeout_ms"],
+                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100, "log_level": 3})
+    c.subscribe([CONF["in_topic"]], on_assign=lambda _c, ps: out("assign", parts=sorted(x.partition for x in ps)))
+    n = aborts = 0
+    while not STOP:
+        msgs = [m for m in c.consume(CONF["max_records"], timeout=0.2) if not m.error()]
+        if not msgs:
+            continue
+        first, nxt = {}, {}
+        for m in msgs:
+            first.setdefault(m.partition(), m.offset())
+            nxt[m.partition()] = m.offset() + 1
+        try:
+            p.begin_transaction()
+            out("begin", n=n)
+            for m in msgs:
+                p.produce(CONF["out_topic"], value=m.value(), partition=m.partition())
+            out("produced", n=n, count=len(msgs))
+            p.send_offsets_to_transaction([TopicPartition(CONF["in_topic"], q, o) for q, o in nxt.items()],
+                                          c.consumer_group_metadata(), 30)
+            out("offsets", n=n)
+            p.commit_transaction(30)
+            out("committed", n=n, offsets={str(q): o for q, o in nxt.items()})
+        except KafkaException as e:
+            err = e.args[0]
+            if not err.txn_requires_abort():
+                raise
+            p.abort_transaction(30)
+            out("aborted", n=n, err=str(err))
+            aborts += 1
+            if aborts >= 5:
+                sys.exit(f"{aborts} transactions in a row aborted, last: {err}")
+            for q, o in first.items():
+                c.seek(TopicPartition(CONF["in_topic"], q, o))
+            continue
+        finally:
+            n += 1
+        aborts = 0
+    c.close()
+    out("closed")
+
+
+def run_kafka_python() -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            pass
+
+        def on_partitions_assigned(self, assigned):
+            out("assign", parts=sorted(tp.partition for tp in assigned))
+
+    p = KafkaProducer(bootstrap_servers=CONF["bootstrap"], transactional_id=CONF["tid"],
+                      transaction_timeout_ms=10_000, linger_ms=2)
+    p.init_transactions()
+    out("start")
+    c = KafkaConsumer(bootstrap_servers=CONF["bootstrap"], group_id=CONF["group"],
+                      group_instance_id=CONF["instance_id"], session_timeout_ms=CONF["session_timeout_ms"],
+                      isolation_level="read_committed", enable_auto_commit=False, auto_offset_reset="earliest",
+                      fetch_max_wait_ms=100)
+    c.subscribe([CONF["in_topic"]], listener=Listener())
+    n = 0
+    while not STOP:
+        # A long poll timeout: see apps/group_consumer.py (kafka-python 3.0.12 join race).
+        batches = c.poll(timeout_ms=3000, max_records=CONF["max_records"])
+        msgs = [m for ms in batches.values() for m in ms]
+        if not msgs:
+            continue
+        nxt = {}
+        for m in msgs:
+            nxt[m.partition] = m.offset + 1
+        p.begin_transaction()
+        out("begin", n=n)
+        for m in msgs:
+            p.send(CONF["out_topic"], value=m.value, partition=m.partition)
+        out("produced", n=n, count=len(msgs))
+        p.send_offsets_to_transaction(
+            {TopicPartition(CONF["in_topic"], q): OffsetAndMetadata(o, "", -1) for q, o in nxt.items()},
+            c.group_metadata())
+        out("offsets", n=n)
+        p.commit_transaction()
+        out("committed", n=n, offsets={str(q): o for q, o in nxt.items()})
+        n += 1
+    c.close()
+    p.close()
+    out("closed")
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, on_term)
+    {"confluent": run_confluent, "kafka-python": run_kafka_python}[CONF["lib"]]()
