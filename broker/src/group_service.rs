@@ -17,7 +17,6 @@ use crate::handlers::now_ms;
 use crate::internal_topics::{self, CONSUMER_OFFSETS};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 use strata_protocol::messages::{
     delete_groups::DeleteGroupsRequest, describe_groups::DescribeGroupsRequest, heartbeat::HeartbeatRequest,
     join_group::JoinGroupRequest, leave_group::LeaveGroupRequest, list_groups::ListGroupsRequest,
@@ -175,10 +174,7 @@ impl Task {
             }
         }
         loop {
-            let sleep = match self.coordinator.next_deadline() {
-                Some(deadline) => Duration::from_millis((deadline - now_ms()).clamp(0, 3_600_000) as u64),
-                None => Duration::from_secs(3600),
-            };
+            let sleep = internal_topics::until_deadline(self.coordinator.next_deadline(), now_ms());
             tokio::select! {
                 biased;
                 Some(command) = internal.recv() => self.handle(command),
@@ -254,21 +250,12 @@ impl Task {
             return Ok(());
         }
         let partitions = self.coordinator.config().offsets_topic_num_partitions;
-        let segment_bytes = broker
-            .config
-            .raw
-            .get("offsets.topic.segment.bytes")
-            .cloned()
-            .unwrap_or_else(|| "104857600".to_string());
-        internal_topics::ensure(
+        internal_topics::ensure_coordinator_topic(
             broker,
             CONSUMER_OFFSETS,
             partitions,
-            &[
-                ("cleanup.policy", "compact"),
-                ("segment.bytes", &segment_bytes),
-                ("compression.type", "producer"),
-            ],
+            "offsets.topic.segment.bytes",
+            "producer",
         )?;
         let partitions = broker.topics.get(CONSUMER_OFFSETS).map_or(partitions, |m| m.partitions);
         let mut actions = Vec::new();

@@ -36,6 +36,39 @@ pub fn ensure(
     }
 }
 
+/// Creates a coordinator's compacted topic (`__consumer_offsets`, `__transaction_state`)
+/// unless it exists: `partitions` partitions, segment size from the broker key
+/// `segment_bytes_key` (Kafka's default 100 MiB), and the given `compression.type`.
+pub fn ensure_coordinator_topic(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    segment_bytes_key: &str,
+    compression: &str,
+) -> Result<bool, ErrorCode> {
+    let segment_bytes =
+        broker.config.raw.get(segment_bytes_key).cloned().unwrap_or_else(|| "104857600".to_string());
+    ensure(
+        broker,
+        name,
+        partitions,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", &segment_bytes),
+            ("compression.type", compression),
+        ],
+    )
+}
+
+/// How long a coordinator task may sleep before its state machine's next deadline
+/// (`None`: nothing scheduled, wake up hourly anyway).
+pub fn until_deadline(deadline_ms: Option<i64>, now_ms: i64) -> std::time::Duration {
+    match deadline_ms {
+        Some(deadline) => std::time::Duration::from_millis((deadline - now_ms).clamp(0, 3_600_000) as u64),
+        None => std::time::Duration::from_secs(3600),
+    }
+}
+
 /// Appends `records` (key, value-or-tombstone) as one batch to `topic`-`partition`;
 /// with `transactional = Some((producer id, epoch))` as a transactional batch of that
 /// producer (no sequence, as Kafka's coordinators write them). Single node: the write

@@ -17,7 +17,6 @@ use crate::txn::{
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 use strata_protocol::messages::{
     add_offsets_to_txn::AddOffsetsToTxnRequest, add_partitions_to_txn::AddPartitionsToTxnRequest,
     describe_transactions::DescribeTransactionsRequest, end_txn::EndTxnRequest,
@@ -198,10 +197,7 @@ impl Task {
             }
         }
         loop {
-            let sleep = match self.coordinator.next_deadline() {
-                Some(deadline) => Duration::from_millis((deadline - now_ms()).clamp(0, 3_600_000) as u64),
-                None => Duration::from_secs(3600),
-            };
+            let sleep = internal_topics::until_deadline(self.coordinator.next_deadline(), now_ms());
             tokio::select! {
                 command = rx.recv() => match command {
                     None => return,
@@ -264,21 +260,12 @@ impl Task {
             return Ok(());
         }
         let partitions = self.coordinator.config().transaction_state_log_num_partitions;
-        let segment_bytes = broker
-            .config
-            .raw
-            .get("transaction.state.log.segment.bytes")
-            .cloned()
-            .unwrap_or_else(|| "104857600".to_string());
-        internal_topics::ensure(
+        internal_topics::ensure_coordinator_topic(
             broker,
             TRANSACTION_STATE,
             partitions,
-            &[
-                ("cleanup.policy", "compact"),
-                ("segment.bytes", &segment_bytes),
-                ("compression.type", "uncompressed"),
-            ],
+            "transaction.state.log.segment.bytes",
+            "uncompressed",
         )?;
         let mut actions = Vec::new();
         for partition in 0..partitions {
