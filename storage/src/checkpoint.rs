@@ -19,25 +19,33 @@ const VERSION: &str = "0";
 /// base offset is the log start offset, which is always safe).
 pub(crate) fn read_log_start_offset(dir: &Path) -> Option<i64> {
     let path = dir.join(LOG_START_OFFSET_FILE);
-    let text = std::fs::read_to_string(&path).ok()?;
+    read_offset_file(&path).unwrap_or_else(|()| {
+        tracing::warn!(path = %path.display(), "malformed log start offset checkpoint, ignoring");
+        None
+    })
+}
+
+/// Reads a one-offset checkpoint file (`version` line, then a non-negative offset):
+/// `Ok(None)` if it does not exist, `Err` if it is not in that form.
+pub(crate) fn read_offset_file(path: &Path) -> std::result::Result<Option<i64>, ()> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
     let mut lines = text.lines();
-    if lines.next()? != VERSION {
-        tracing::warn!(path = %path.display(), "unknown log start offset checkpoint version, ignoring");
-        return None;
-    }
-    match lines.next()?.trim().parse::<i64>() {
-        Ok(offset) if offset >= 0 => Some(offset),
-        _ => {
-            tracing::warn!(path = %path.display(), "malformed log start offset checkpoint, ignoring");
-            None
-        }
+    match (lines.next(), lines.next().map(|l| l.trim().parse::<i64>())) {
+        (Some(VERSION), Some(Ok(offset))) if offset >= 0 => Ok(Some(offset)),
+        _ => Err(()),
     }
 }
 
 /// Durably replaces the checkpoint with `offset`.
 pub(crate) fn write_log_start_offset(dir: &Path, offset: i64) -> Result<()> {
-    let path = dir.join(LOG_START_OFFSET_FILE);
-    let tmp = dir.join(format!("{LOG_START_OFFSET_FILE}.tmp"));
+    write_offset_file(dir, LOG_START_OFFSET_FILE, offset)
+}
+
+/// Durably replaces the one-offset checkpoint file `name` in `dir` (temp file, fsync,
+/// rename, fsync of the directory).
+pub(crate) fn write_offset_file(dir: &Path, name: &str, offset: i64) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
     let write = |file: &mut File| -> std::io::Result<()> {
         file.write_all(format!("{VERSION}\n{offset}\n").as_bytes())?;
         file.sync_all()
