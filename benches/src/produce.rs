@@ -329,8 +329,10 @@ impl Producer {
             }
         }
         let compression = self.settings.compression;
+        // A batch never grows past batch.size except by its first record.
+        let batch_capacity = self.settings.batch_size.max(record_bytes + RECORD_OVERHEAD + 128);
         let batch = self.open[partition].get_or_insert_with(|| OpenBatch {
-            builder: RecordBatchBuilder::new(0).compression(compression),
+            builder: RecordBatchBuilder::new(0).compression(compression).with_capacity(batch_capacity),
             dues: Vec::new(),
             payload_bytes: 0,
             opened: Instant::now(),

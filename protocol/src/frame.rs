@@ -4,8 +4,15 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-/// The most [`FrameDecoder::next_frame`] reserves ahead of the bytes received.
+/// The most [`FrameDecoder::next_frame`] reserves ahead of the bytes received for a
+/// frame larger than [`WHOLE_RESERVE_MAX`], before any of its body has arrived.
 pub const RESERVE_STEP: usize = 64 * 1024;
+
+/// Frames up to this size get room for all of their bytes as soon as their length is
+/// read, so a produce request is received without growing (and copying) its buffer on
+/// the way; a client that announces such a frame and sends nothing costs this much at
+/// most. Kafka reserves every frame whole, up to `socket.request.max.bytes`.
+pub const WHOLE_RESERVE_MAX: usize = 1 << 20;
 
 /// Why a frame was refused. Either way the connection cannot continue.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,7 +60,8 @@ impl FrameDecoder {
     }
 
     /// The next whole frame, if one is buffered. While a frame is incomplete, reserves
-    /// room for at most [`RESERVE_STEP`] more bytes of it: memory grows with the bytes
+    /// room for the rest of it up to [`WHOLE_RESERVE_MAX`]; beyond, for at most as many
+    /// more bytes as arrived (at least [`RESERVE_STEP`]): memory grows with the bytes
     /// the client actually sends, not with the length it claims, so a client that
     /// announces 100 MiB and sends nothing costs 64 KiB, not 100 MiB.
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
@@ -69,7 +77,9 @@ impl FrameDecoder {
             return Err(FrameError::TooLarge { size: size as i64, max: self.max_frame });
         }
         if self.buf.len() < 4 + size {
-            self.buf.reserve((4 + size - self.buf.len()).min(RESERVE_STEP));
+            let missing = 4 + size - self.buf.len();
+            let ahead = if size <= WHOLE_RESERVE_MAX { missing } else { RESERVE_STEP.max(self.buf.len()) };
+            self.buf.reserve(missing.min(ahead));
             return Ok(None);
         }
         if size >= LARGE_FRAME && self.buf.len() == 4 + size {

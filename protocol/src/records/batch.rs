@@ -385,7 +385,7 @@ impl RecordBatch {
 /// Computes the CRC-32C a batch should carry (over attributes..end). `buf` must hold a
 /// whole batch header.
 fn compute_crc(buf: &[u8]) -> u32 {
-    crc32c::crc32c(&buf[CRC_START..])
+    super::crc32c(&buf[CRC_START..])
 }
 
 /// In-place header patching for one v2 batch held in a mutable buffer (e.g. a

@@ -1,13 +1,13 @@
 //! Building v2 batches: used by tests, by the broker for its own writes (control markers,
 //! internal topics) and later by the client's producer.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
 
 use super::batch::{RecordBatchMut, TimestampType, BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2};
 use super::compression::{compress, Compression, SnappyFormat};
 use super::error::RecordsError;
 use super::record::RecordHeader;
-use super::varint::{put_varint, put_varlong};
+use super::varint::{put_varint, put_varlong, varint_len, varlong_len};
 use super::{NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
 
 /// A record to append to a [`RecordBatchBuilder`].
@@ -53,6 +53,8 @@ pub struct RecordBatchBuilder {
     base_timestamp: Option<i64>,
     max_timestamp: i64,
     count: i32,
+    /// Room for the batch header (filled by `build`), then the encoded records: an
+    /// uncompressed batch is built in place, without copying its records again.
     records: Vec<u8>,
 }
 
@@ -74,8 +76,15 @@ impl RecordBatchBuilder {
             base_timestamp: None,
             max_timestamp: super::NO_TIMESTAMP,
             count: 0,
-            records: Vec::new(),
+            records: vec![0; BATCH_HEADER_SIZE],
         }
+    }
+
+    /// Reserves room for about `bytes` of batch, so a producer filling batches up to a
+    /// known size does not grow (and copy) the buffer as it goes.
+    pub fn with_capacity(mut self, bytes: usize) -> Self {
+        self.records.reserve(bytes.saturating_sub(self.records.len()));
+        self
     }
 
     /// Sets the idempotent producer identity and the sequence of the first record.
@@ -135,7 +144,7 @@ impl RecordBatchBuilder {
 
     /// Upper bound of the batch size if built uncompressed, for size-based batching.
     pub fn uncompressed_size_in_bytes(&self) -> usize {
-        BATCH_HEADER_SIZE + self.records.len()
+        self.records.len()
     }
 
     /// Appends a record at the next offset and returns that offset.
@@ -145,19 +154,30 @@ impl RecordBatchBuilder {
         let base_timestamp = *self.base_timestamp.get_or_insert(record.timestamp);
         let timestamp_delta =
             record.timestamp.checked_sub(base_timestamp).ok_or(RecordsError::BatchTooLarge)?;
-        let mut body = Vec::with_capacity(16 + len_of(&record.key) + len_of(&record.value));
-        body.push(0); // record attributes
-        put_varlong(&mut body, timestamp_delta);
-        put_varint(&mut body, offset_delta);
-        put_nullable(&mut body, record.key.as_deref())?;
-        put_nullable(&mut body, record.value.as_deref())?;
-        put_varint(&mut body, to_i32(record.headers.len())?);
+        // The body's length comes first, so it is computed before writing the body
+        // straight into the batch (no per-record buffer).
+        let mut body_len = 1 + varlong_len(timestamp_delta) + varint_len(offset_delta);
+        body_len += nullable_len(record.key.as_deref())? + nullable_len(record.value.as_deref())?;
+        body_len += varint_len(to_i32(record.headers.len())?);
         for header in &record.headers {
-            put_nullable(&mut body, Some(&header.key))?;
-            put_nullable(&mut body, header.value.as_deref())?;
+            body_len += nullable_len(Some(&header.key))? + nullable_len(header.value.as_deref())?;
         }
-        put_varint(&mut self.records, to_i32(body.len())?);
-        self.records.extend_from_slice(&body);
+        let body_len = to_i32(body_len)?;
+        let start = self.records.len();
+        let out = &mut self.records;
+        out.reserve(varint_len(body_len) + body_len as usize);
+        put_varint(out, body_len);
+        out.push(0); // record attributes
+        put_varlong(out, timestamp_delta);
+        put_varint(out, offset_delta);
+        put_nullable(out, record.key.as_deref())?;
+        put_nullable(out, record.value.as_deref())?;
+        put_varint(out, to_i32(record.headers.len())?);
+        for header in &record.headers {
+            put_nullable(out, Some(&header.key))?;
+            put_nullable(out, header.value.as_deref())?;
+        }
+        debug_assert_eq!(out.len() - start, varint_len(body_len) + body_len as usize);
         self.max_timestamp =
             if self.count == 0 { record.timestamp } else { self.max_timestamp.max(record.timestamp) };
         self.count = next_count;
@@ -169,8 +189,17 @@ impl RecordBatchBuilder {
         if self.count == 0 {
             return Err(RecordsError::EmptyBatch);
         }
-        let payload = compress(self.compression, &self.records, self.snappy_format)?;
-        let size = BATCH_HEADER_SIZE + payload.len();
+        let mut buf = match self.compression {
+            Compression::None => self.records,
+            codec => {
+                let payload = compress(codec, &self.records[BATCH_HEADER_SIZE..], self.snappy_format)?;
+                let mut buf = Vec::with_capacity(BATCH_HEADER_SIZE + payload.len());
+                buf.resize(BATCH_HEADER_SIZE, 0);
+                buf.extend_from_slice(&payload);
+                buf
+            }
+        };
+        let size = buf.len();
         let batch_length = to_i32(size - LOG_OVERHEAD)?;
         let mut attributes = self.compression.id();
         if self.transactional {
@@ -183,32 +212,35 @@ impl RecordBatchBuilder {
             Some(ts) => (TimestampType::LogAppendTime, ts),
             None => (TimestampType::CreateTime, self.max_timestamp),
         };
-        let mut buf = BytesMut::with_capacity(size);
-        buf.put_i64(self.base_offset);
-        buf.put_i32(batch_length);
-        buf.put_i32(self.partition_leader_epoch);
-        buf.put_i8(MAGIC_V2);
-        buf.put_u32(0); // CRC, filled below
-        buf.put_i16(attributes);
-        buf.put_i32(self.count - 1);
-        buf.put_i64(self.base_timestamp.unwrap_or(super::NO_TIMESTAMP));
-        buf.put_i64(self.max_timestamp);
-        buf.put_i64(self.producer_id);
-        buf.put_i16(self.producer_epoch);
-        buf.put_i32(self.base_sequence);
-        buf.put_i32(self.count);
-        buf.put_slice(&payload);
-        debug_assert_eq!(buf.len(), size);
+        let mut header = &mut buf[..BATCH_HEADER_SIZE];
+        header.put_i64(self.base_offset);
+        header.put_i32(batch_length);
+        header.put_i32(self.partition_leader_epoch);
+        header.put_i8(MAGIC_V2);
+        header.put_u32(0); // CRC, filled below
+        header.put_i16(attributes);
+        header.put_i32(self.count - 1);
+        header.put_i64(self.base_timestamp.unwrap_or(super::NO_TIMESTAMP));
+        header.put_i64(self.max_timestamp);
+        header.put_i64(self.producer_id);
+        header.put_i16(self.producer_epoch);
+        header.put_i32(self.base_sequence);
+        header.put_i32(self.count);
+        debug_assert!(header.is_empty());
         let mut batch = RecordBatchMut::new(&mut buf)?;
         // Sets the timestamp type bit when needed and always computes the CRC.
         batch.set_max_timestamp(timestamp_type, max_timestamp);
         batch.recompute_crc();
-        Ok(buf.freeze())
+        Ok(Bytes::from(buf))
     }
 }
 
-fn len_of(field: &Option<Bytes>) -> usize {
-    field.as_ref().map_or(0, Bytes::len)
+/// Encoded size of a nullable varint-prefixed field.
+fn nullable_len(field: Option<&[u8]>) -> Result<usize, RecordsError> {
+    Ok(match field {
+        None => varint_len(-1),
+        Some(bytes) => varint_len(to_i32(bytes.len())?) + bytes.len(),
+    })
 }
 
 fn to_i32(len: usize) -> Result<i32, RecordsError> {

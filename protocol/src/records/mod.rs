@@ -35,6 +35,7 @@ mod batch;
 mod builder;
 mod compression;
 mod control;
+mod crc;
 mod error;
 mod record;
 pub mod varint;
@@ -52,6 +53,7 @@ pub use batch::{
 pub use builder::{NewRecord, RecordBatchBuilder};
 pub use compression::{compress, decompress, Compression, SnappyFormat};
 pub use control::{ControlRecordType, EndTxnMarker, EndTxnMarkerBatch};
+pub use crc::{crc32c, Crc32c};
 pub use error::RecordsError;
 pub use record::{Record, RecordHeader, Records};
 

@@ -68,7 +68,7 @@ pub(crate) fn encode<'a>(entries: impl Iterator<Item = &'a ProducerStateEntry> +
             buf.extend_from_slice(&b.timestamp.to_be_bytes());
         }
     }
-    let crc = crc32c::crc32c(&buf[ENTRIES_START..]);
+    let crc = strata_protocol::records::crc32c(&buf[ENTRIES_START..]);
     buf[2..ENTRIES_START].copy_from_slice(&crc.to_be_bytes());
     buf
 }
@@ -111,7 +111,7 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Vec<ProducerStateEntry>, CorruptSnaps
         return Err(CorruptSnapshot::Version(version));
     }
     let crc = u32::from_be_bytes(cur.take()?);
-    if crc != crc32c::crc32c(&buf[ENTRIES_START..]) {
+    if crc != strata_protocol::records::crc32c(&buf[ENTRIES_START..]) {
         return Err(CorruptSnapshot::Crc);
     }
     let count = cur.i32()?;
@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(&bytes[6..10], &1i32.to_be_bytes());
         assert_eq!(&bytes[kafka_len..kafka_len + 8], EXTENSION_MAGIC);
         let mut kafka = bytes[..kafka_len].to_vec();
-        let crc = crc32c::crc32c(&kafka[ENTRIES_START..]);
+        let crc = strata_protocol::records::crc32c(&kafka[ENTRIES_START..]);
         kafka[2..6].copy_from_slice(&crc.to_be_bytes());
         let decoded = decode(&kafka).unwrap();
         assert_eq!(decoded[0].batches.len(), 1);
@@ -269,7 +269,7 @@ mod tests {
         assert_eq!(decode(&[0, 1]), Err(CorruptSnapshot::Truncated));
         let mut huge = vec![0, 1, 0, 0, 0, 0];
         huge.extend_from_slice(&i32::MAX.to_be_bytes());
-        let crc = crc32c::crc32c(&huge[ENTRIES_START..]);
+        let crc = strata_protocol::records::crc32c(&huge[ENTRIES_START..]);
         huge[2..6].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(decode(&huge), Err(CorruptSnapshot::Truncated));
     }

@@ -66,17 +66,17 @@ impl LogSegment {
     fn crc_matches(&self, position: u64, header: &RecordBatchHeader, chunk: &mut Vec<u8>) -> Result<bool> {
         let end = position + header.size_in_bytes() as u64;
         let mut at = position + CRC_START as u64;
-        let mut crc = 0u32;
+        let mut crc = strata_protocol::records::Crc32c::default();
         while at < end {
             let n = CRC_CHUNK.min((end - at) as usize);
             chunk.resize(n, 0);
             self.log
                 .read_exact_at(chunk, at)
                 .map_err(|e| StorageError::io(IoOp::Read, &self.log_path, at, e))?;
-            crc = crc32c::crc32c_append(crc, chunk);
+            crc.update(chunk);
             at += n as u64;
         }
         debug_assert!(header.size_in_bytes() >= BATCH_HEADER_SIZE);
-        Ok(crc == header.crc)
+        Ok(crc.finish() == header.crc)
     }
 }
