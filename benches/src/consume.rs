@@ -198,7 +198,7 @@ impl Fetcher {
                     else {
                         continue;
                     };
-                    let records = pd.records.unwrap_or_default();
+                    let records = pd.records.and_then(|r| r.memory()).unwrap_or_default();
                     let aborted: Vec<(i64, i64)> = pd
                         .aborted_transactions
                         .unwrap_or_default()

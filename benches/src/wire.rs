@@ -48,7 +48,7 @@ pub fn encode_request_chunks(header: &RequestHeader, body: &RequestBody) -> Vec<
     body.encode(&mut w, header.api_version);
     let len = w.len() - 4;
     w.patch_prefix_i32(i32::try_from(len).unwrap_or(i32::MAX));
-    w.into_chunks()
+    w.into_memory_chunks()
 }
 
 /// Where a partially written list of chunks resumes: skips `written` bytes from chunk

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
+use strata_protocol::records::RecordSet;
 use strata_storage::{AppendInfo, AppendOrigin, Log, LogConfig, LogManager, LogReadInfo, StorageError};
 use tokio::sync::watch;
 
@@ -102,9 +103,19 @@ impl Partition {
         max_bytes: usize,
         min_one: bool,
         read_committed: bool,
-    ) -> Result<Bytes, ReadError> {
+    ) -> Result<RecordSet, ReadError> {
         let info = self.read(offset, max_bytes, min_one, read_committed)?;
-        let mut data = info.records.read_bytes().map_err(ReadError::Io)?;
+        let slice = info.records;
+        if slice.len() as usize >= SENDFILE_MIN_BYTES {
+            let first = slice.first_batch_header().map_err(ReadError::Io)?;
+            if first.is_some_and(|h| h.records_count != 0) {
+                // Holds records: sent from the page cache as it is, never read here.
+                let mut set = RecordSet::new();
+                set.push_external(Arc::new(slice));
+                return Ok(set);
+            }
+        }
+        let mut data = slice.read_bytes().map_err(ReadError::Io)?;
         let upper = if read_committed { self.last_stable_offset() } else { self.high_watermark() };
         for _ in 0..64 {
             let Some(next) = next_offset_if_only_empty_batches(&data) else { break };
@@ -121,7 +132,7 @@ impl Partition {
             joined.extend_from_slice(&more);
             data = joined.freeze();
         }
-        Ok(data)
+        Ok(RecordSet::from(data))
     }
 
     /// After truncation (DeleteRecords does not truncate; replication will) the high
@@ -131,6 +142,10 @@ impl Partition {
         self.high_watermark.fetch_min(leo, Ordering::AcqRel);
     }
 }
+
+/// Fetch reads shorter than this are copied into the response: below it a `sendfile`
+/// per partition costs more than the copy it saves.
+const SENDFILE_MIN_BYTES: usize = 16 * 1024;
 
 /// Why a fetch read failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,6 @@
 //! Request and response headers, and which header version goes with which API version.
 
-use crate::codec::{Ctx, DecodeError, Reader, Wire, Writer};
+use crate::codec::{Chunk, Ctx, DecodeError, Reader, Wire, Writer};
 use crate::messages::{ApiKey, RequestBody, ResponseBody};
 use bytes::Bytes;
 
@@ -111,8 +111,9 @@ pub fn response_header_flexible(api: ApiKey, version: i16) -> bool {
 }
 
 /// Encodes a whole response frame: the 4-byte length, the header and the body, as a
-/// list of chunks to write in order (large record sets are not copied).
-pub fn encode_response(correlation_id: i32, version: i16, body: &ResponseBody) -> Vec<Bytes> {
+/// list of chunks to write in order (large record sets are not copied, and records of
+/// a segment file stay there until the connection sends them).
+pub fn encode_response(correlation_id: i32, version: i16, body: &ResponseBody) -> Vec<Chunk> {
     let api = body.api_key();
     let mut w = Writer::with_capacity(256);
     w.i32(0); // length, patched below
@@ -121,7 +122,8 @@ pub fn encode_response(correlation_id: i32, version: i16, body: &ResponseBody) -
         w.uvarint(0);
     }
     body.encode(&mut w, version);
-    finish_frame(w)
+    finish_frame(&mut w);
+    w.into_frame()
 }
 
 /// Encodes a request frame (for clients and tests).
@@ -131,18 +133,13 @@ pub fn encode_request(header: &RequestHeader, body: &RequestBody) -> Bytes {
     w.i32(0);
     header.write(&mut w, header.api_version >= api.flexible_from());
     body.encode(&mut w, header.api_version);
-    let chunks = finish_frame(w);
-    let mut out = bytes::BytesMut::new();
-    for c in chunks {
-        out.extend_from_slice(&c);
-    }
-    out.freeze()
+    finish_frame(&mut w);
+    w.into_memory_bytes()
 }
 
-fn finish_frame(mut w: Writer) -> Vec<Bytes> {
+fn finish_frame(w: &mut Writer) {
     let total = w.len() - 4;
     w.patch_prefix_i32(total as i32);
-    w.into_chunks()
 }
 
 /// Decodes a response frame body (after the length prefix) for `api` at `version`.

@@ -89,3 +89,34 @@ impl FileSlice {
         Ok(Bytes::from(buf))
     }
 }
+
+/// A fetch response carries a slice as an external part of its frame: the connection
+/// sends it with `sendfile`, and only a frame that must be contiguous loads it.
+impl strata_protocol::codec::External for FileSlice {
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    fn load(&self) -> std::io::Result<Bytes> {
+        self.read_bytes()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl FileSlice {
+    /// The header of the first batch in the slice, read with one small `pread`; `None`
+    /// if the slice is shorter than a batch header.
+    pub fn first_batch_header(&self) -> std::io::Result<Option<strata_protocol::records::RecordBatchHeader>> {
+        use std::os::unix::fs::FileExt;
+        use strata_protocol::records::{RecordBatchHeader, BATCH_HEADER_SIZE};
+        if (self.len as usize) < BATCH_HEADER_SIZE {
+            return Ok(None);
+        }
+        let mut buf = [0u8; BATCH_HEADER_SIZE];
+        self.file.read_exact_at(&mut buf, self.position)?;
+        Ok(RecordBatchHeader::parse(&buf).ok())
+    }
+}

@@ -47,7 +47,7 @@ pub fn encode_subscription(topics: &[&str]) -> Bytes {
     let topics: Vec<String> = topics.iter().map(|t| (*t).to_owned()).collect();
     topics.write(&mut w, Ctx::new(0, i16::MAX));
     w.i32(-1); // null user data
-    w.into_bytes()
+    w.into_memory_bytes()
 }
 
 #[cfg(test)]

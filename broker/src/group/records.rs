@@ -140,7 +140,7 @@ fn encode<T: Wire>(version: i16, body: &T) -> Bytes {
     let mut w = Writer::new();
     w.i16(version);
     body.write(&mut w, ctx(version));
-    w.into_bytes()
+    w.into_memory_bytes()
 }
 
 fn decode<T: Wire>(version: i16, body: Bytes, what: &'static str) -> Result<T, RecordError> {

@@ -9,12 +9,12 @@
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
 use crate::replica::ReadError;
-use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::fetch::{
     AbortedTransaction, FetchRequest, FetchResponse, FetchableTopicResponse, PartitionData,
 };
+use strata_protocol::records::RecordSet;
 use strata_protocol::ErrorCode;
 
 /// Handles a Fetch request.
@@ -67,7 +67,7 @@ fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResp
                 high_watermark: -1,
                 last_stable_offset: -1,
                 log_start_offset: -1,
-                records: Some(Bytes::new()),
+                records: Some(RecordSet::new()),
                 ..Default::default()
             };
             let partition = name.as_deref().and_then(|n| broker.replicas.get(n, fp.partition));

@@ -21,8 +21,8 @@ mod transactions;
 pub use produce::now_ms;
 
 use crate::broker::Broker;
-use bytes::Bytes;
 use std::sync::Arc;
+use strata_protocol::codec::Chunk;
 use strata_protocol::{encode_response, ApiKey, Request, RequestBody, RequestHeader, ResponseBody};
 
 /// An API served by this broker with the versions its handler implements.
@@ -86,7 +86,7 @@ pub fn served(api: ApiKey) -> Option<Served> {
 #[derive(Debug)]
 pub enum Outcome {
     /// Send this response frame.
-    Respond(Vec<Bytes>),
+    Respond(Vec<Chunk>),
     /// Send nothing (Produce with acks=0).
     NoResponse,
     /// Close the connection (protocol misuse).
@@ -96,7 +96,7 @@ pub enum Outcome {
 /// The answer to a request whose version the codec cannot decode: ApiVersions gets a
 /// v0-encoded UNSUPPORTED_VERSION with the full API list (KIP-511) so the client can
 /// retry at a version both know; anything else closes the connection.
-pub fn unsupported_version(header: &RequestHeader) -> Option<Vec<Bytes>> {
+pub fn unsupported_version(header: &RequestHeader) -> Option<Vec<Chunk>> {
     if header.api_key != ApiKey::ApiVersions as i16 {
         return None;
     }

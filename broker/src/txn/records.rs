@@ -100,7 +100,7 @@ fn encode<T: Wire>(version: i16, flexible_from: i16, body: &T) -> Bytes {
     let mut w = Writer::new();
     w.i16(version);
     body.write(&mut w, Ctx::new(version, flexible_from));
-    w.into_bytes()
+    w.into_memory_bytes()
 }
 
 fn split_version(mut buf: Bytes, what: &'static str) -> Result<(i16, Bytes), RecordError> {

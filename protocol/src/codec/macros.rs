@@ -109,7 +109,7 @@ macro_rules! message {
                             {
                                 let mut sub = $crate::codec::Writer::new();
                                 $crate::codec::Wire::write(&self.$field, &mut sub, ctx);
-                                let body = sub.into_bytes();
+                                let body = sub.into_memory_bytes();
                                 w.uvarint(tag);
                                 w.uvarint(body.len() as u32);
                                 w.put_bytes(&body);

@@ -11,7 +11,7 @@ mod primitives;
 mod writer;
 
 pub use primitives::{NonNull, Uuid};
-pub use writer::Writer;
+pub use writer::{Chunk, External, Writer};
 
 use bytes::Bytes;
 

@@ -189,6 +189,21 @@ impl Wire for Option<Bytes> {
     }
 }
 
+impl Wire for Option<crate::records::RecordSet> {
+    fn read(r: &mut Reader, ctx: Ctx) -> Result<Self, DecodeError> {
+        Ok(read_bytes(r, ctx)?.map(crate::records::RecordSet::from))
+    }
+    fn write(&self, w: &mut Writer, ctx: Ctx) {
+        w.length(ctx.flexible, false, self.as_ref().map(crate::records::RecordSet::len));
+        for part in self.iter().flat_map(|s| s.parts()) {
+            match part {
+                crate::records::RecordPart::Memory(b) => w.put_bytes(b),
+                crate::records::RecordPart::External(e) => w.put_external(e),
+            }
+        }
+    }
+}
+
 /// A nullable value in a version of its field that does not allow null (see
 /// `null [..]` in the `message!` macro): null is refused on read, and `None` goes out as
 /// the empty value on write.

@@ -1,6 +1,60 @@
-//! The encoding side: a byte buffer that can also carry large payloads by reference.
+//! The encoding side: a byte buffer that can also carry large payloads by reference,
+//! and payloads that are not in memory at all (a range of a segment file, which the
+//! connection sends with `sendfile`).
+
+use std::any::Any;
+use std::fmt::Debug;
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+
+/// Bytes of a frame that the codec does not hold: whoever writes the frame out produces
+/// them (the broker sends a segment file range with `sendfile`, so fetched records are
+/// never copied through user space). The codec only needs their length.
+pub trait External: Debug + Send + Sync + 'static {
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// Whether there are no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Reads the bytes into memory, for a frame that must be contiguous after all.
+    fn load(&self) -> std::io::Result<Bytes>;
+    /// For the writer of the frame to recognise its own kind of payload.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// One piece of an encoded frame, written in order.
+#[derive(Debug, Clone)]
+pub enum Chunk {
+    /// Bytes in memory.
+    Bytes(Bytes),
+    /// Bytes produced by the frame's writer (see [`External`]).
+    External(Arc<dyn External>),
+}
+
+impl Chunk {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Chunk::Bytes(b) => b.len(),
+            Chunk::External(e) => e.len(),
+        }
+    }
+
+    /// Whether the chunk holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes, loading an external payload into memory.
+    pub fn load(self) -> std::io::Result<Bytes> {
+        match self {
+            Chunk::Bytes(b) => Ok(b),
+            Chunk::External(e) => e.load(),
+        }
+    }
+}
 
 /// Payloads at least this large are linked into the output instead of copied.
 const ZERO_COPY_THRESHOLD: usize = 1024;
@@ -13,7 +67,7 @@ pub struct Writer {
     buf: BytesMut,
     /// The first chunk, kept mutable so a length prefix can be patched in at the end.
     head: Option<BytesMut>,
-    chunks: Vec<Bytes>,
+    chunks: Vec<Chunk>,
     len: usize,
 }
 
@@ -46,19 +100,31 @@ impl Writer {
     /// Appends `b` by reference when it is large, by copy otherwise.
     pub fn put_bytes(&mut self, b: &Bytes) {
         if b.len() >= ZERO_COPY_THRESHOLD {
-            if !self.buf.is_empty() {
-                let part = self.buf.split();
-                self.len += part.len();
-                if self.head.is_none() && self.chunks.is_empty() {
-                    self.head = Some(part);
-                } else {
-                    self.chunks.push(part.freeze());
-                }
-            }
+            self.seal_buffer();
             self.len += b.len();
-            self.chunks.push(b.clone());
+            self.chunks.push(Chunk::Bytes(b.clone()));
         } else {
             self.buf.put_slice(b);
+        }
+    }
+
+    /// Appends a payload the frame's writer produces (see [`External`]).
+    pub fn put_external(&mut self, e: &Arc<dyn External>) {
+        self.seal_buffer();
+        self.len += e.len();
+        self.chunks.push(Chunk::External(e.clone()));
+    }
+
+    /// Ends the current run of small fields as a chunk of its own.
+    fn seal_buffer(&mut self) {
+        if !self.buf.is_empty() {
+            let part = self.buf.split();
+            self.len += part.len();
+            if self.head.is_none() && self.chunks.is_empty() {
+                self.head = Some(part);
+            } else {
+                self.chunks.push(Chunk::Bytes(part.freeze()));
+            }
         }
     }
 
@@ -132,30 +198,52 @@ impl Writer {
         }
     }
 
-    /// Finishes the message: the chunks to write in order.
-    pub fn into_chunks(mut self) -> Vec<Bytes> {
+    /// Finishes the message: the chunks to write in order, external payloads included.
+    pub fn into_frame(mut self) -> Vec<Chunk> {
         let mut out = Vec::with_capacity(self.chunks.len() + 2);
         if let Some(h) = self.head.take() {
-            out.push(h.freeze());
+            out.push(Chunk::Bytes(h.freeze()));
         }
         out.append(&mut self.chunks);
         if !self.buf.is_empty() {
-            out.push(self.buf.freeze());
+            out.push(Chunk::Bytes(self.buf.freeze()));
         }
         out
     }
 
-    /// Finishes the message into one contiguous buffer (copies linked payloads).
-    pub fn into_bytes(self) -> Bytes {
-        let chunks = self.into_chunks();
-        if chunks.len() == 1 {
-            return chunks.into_iter().next().unwrap_or_default();
+    /// Finishes a message that holds no external payload (requests) as the chunks to
+    /// write in order.
+    pub fn into_memory_chunks(self) -> Vec<Bytes> {
+        debug_assert!(
+            !self.chunks.iter().any(|c| matches!(c, Chunk::External(_))),
+            "an external payload in a message encoded to memory"
+        );
+        self.into_frame()
+            .into_iter()
+            .filter_map(|c| match c {
+                Chunk::Bytes(b) => Some(b),
+                Chunk::External(_) => None,
+            })
+            .collect()
+    }
+
+    /// Finishes a message that holds no external payload (requests, and the records
+    /// the coordinators write) into one buffer.
+    pub fn into_memory_bytes(self) -> Bytes {
+        debug_assert!(
+            !self.chunks.iter().any(|c| matches!(c, Chunk::External(_))),
+            "an external payload in a message encoded to memory"
+        );
+        let mut out = BytesMut::with_capacity(self.len());
+        if let Some(h) = &self.head {
+            out.put_slice(h);
         }
-        let total = chunks.iter().map(Bytes::len).sum();
-        let mut out = BytesMut::with_capacity(total);
-        for c in chunks {
-            out.put_slice(&c);
+        for c in &self.chunks {
+            if let Chunk::Bytes(b) = c {
+                out.put_slice(b);
+            }
         }
+        out.put_slice(&self.buf);
         out.freeze()
     }
 }

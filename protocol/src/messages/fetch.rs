@@ -2,6 +2,7 @@
 
 #[allow(unused_imports)]
 use crate::codec::Uuid;
+use crate::records::RecordSet;
 #[allow(unused_imports)]
 use bytes::Bytes;
 
@@ -87,7 +88,7 @@ crate::message! {
         snapshot_id: SnapshotId [12..] tag 2,
         aborted_transactions: Option<Vec<AbortedTransaction>> [4..] = Some(Vec::new()),
         preferred_read_replica: i32 [11..] = -1,
-        records: Option<Bytes> [0..] = Some(Bytes::new()),
+        records: Option<RecordSet> [0..] = Some(RecordSet::new()),
     }
     /// An element of `FetchResponse.responses`.
     pub struct FetchableTopicResponse {

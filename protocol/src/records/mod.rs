@@ -38,6 +38,7 @@ mod control;
 mod crc;
 mod error;
 mod record;
+mod set;
 pub mod varint;
 
 #[cfg(test)]
@@ -56,6 +57,7 @@ pub use control::{ControlRecordType, EndTxnMarker, EndTxnMarkerBatch};
 pub use crc::{crc32c, Crc32c};
 pub use error::RecordsError;
 pub use record::{Record, RecordHeader, Records};
+pub use set::{RecordPart, RecordSet};
 
 /// Producer id carried by batches from producers that are neither idempotent nor
 /// transactional.

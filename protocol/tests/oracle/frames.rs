@@ -112,7 +112,7 @@ fn check_response<T: Theirs>(api: ApiKey, version: i16, seed: u64) -> Result<(),
         return Err(format!("decoded correlation id {cid} for {api:?} as {:?}", decoded.api_key()));
     }
     let chunks = encode_response(cid, version, &decoded);
-    let ours: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+    let ours: Vec<u8> = chunks.into_iter().flat_map(|c| c.load().expect("in-memory chunk")).collect();
     let mut theirs = (frame.len() as i32).to_be_bytes().to_vec();
     theirs.extend_from_slice(&frame);
     if ours != theirs {
@@ -161,7 +161,7 @@ fn api_versions_response_always_uses_header_v0() {
     for version in 0..=4 {
         let body = ApiVersionsResponse { error_code: 35, ..Default::default() };
         let chunks = encode_response(42, version, &body.into());
-        let frame: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let frame: Vec<u8> = chunks.into_iter().flat_map(|c| c.load().expect("in-memory chunk")).collect();
         // Length, correlation id, then straight into the body's error code: no tag buffer.
         assert_eq!(&frame[4..8], &42i32.to_be_bytes(), "v{version}");
         assert_eq!(&frame[8..10], &35i16.to_be_bytes(), "v{version}");

@@ -43,7 +43,7 @@ pub fn decode_ours<O: Wire>(b: &Bytes, ctx: Ctx) -> Result<O, String> {
 pub fn encode_ours<O: Wire>(o: &O, ctx: Ctx) -> Bytes {
     let mut w = Writer::new();
     o.write(&mut w, ctx);
-    w.into_bytes()
+    w.into_memory_bytes()
 }
 
 /// Where two encodings first differ, with a little context, for failure messages.
