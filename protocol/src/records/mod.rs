@@ -56,7 +56,7 @@ pub use compression::{compress, decompress, Compression, SnappyFormat};
 pub use control::{ControlRecordType, EndTxnMarker, EndTxnMarkerBatch};
 pub use crc::{crc32c, Crc32c};
 pub use error::RecordsError;
-pub use record::{Record, RecordHeader, Records};
+pub use record::{Record, RecordHeader, RecordSummary, Records};
 pub use set::{RecordPart, RecordSet};
 
 /// Producer id carried by batches from producers that are neither idempotent nor

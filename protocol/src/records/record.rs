@@ -102,7 +102,8 @@ impl Records {
         Ok(out)
     }
 
-    fn decode_next(&mut self) -> Result<Record, RecordsError> {
+    /// Where the next record's body lies in the payload, its length checked.
+    fn next_body(&self) -> Result<std::ops::Range<usize>, RecordsError> {
         let all = &self.payload[self.position..];
         let mut cur = all;
         let length = read_varint(&mut cur)?;
@@ -114,17 +115,40 @@ impl Records {
             return Err(RecordsError::Truncated { needed: body_len, available: cur.len() });
         }
         let body_start = self.position + (all.len() - cur.len());
-        let body = self.payload.slice(body_start..body_start + body_len);
+        Ok(body_start..body_start + body_len)
+    }
+
+    fn decode_next(&mut self) -> Result<Record, RecordsError> {
+        let range = self.next_body()?;
+        let body = self.payload.slice(range.clone());
         let record = decode_body(&body, self.base_offset, self.base_timestamp, self.log_append_time)?;
-        self.position = body_start + body_len;
+        self.position = range.end;
         Ok(record)
     }
-}
 
-impl Iterator for Records {
-    type Item = Result<Record, RecordsError>;
+    /// The next record checked as [`Iterator::next`] checks it, but yielding only its
+    /// offset delta and timestamp: no key, value or header is sliced out. This is the
+    /// leader's validation of every produced record, so it must cost little.
+    pub fn next_summary(&mut self) -> Option<Result<RecordSummary, RecordsError>> {
+        self.step(|records| {
+            let range = records.next_body()?;
+            let (offset_delta, timestamp_delta) = scan_body(&records.payload[range.clone()])?;
+            records.position = range.end;
+            Ok(RecordSummary {
+                offset_delta,
+                timestamp: records
+                    .log_append_time
+                    .unwrap_or_else(|| records.base_timestamp.wrapping_add(timestamp_delta)),
+            })
+        })
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    /// One step of iteration: the declared count, then trailing bytes, then done after
+    /// any error.
+    fn step<T>(
+        &mut self,
+        next: impl FnOnce(&mut Self) -> Result<T, RecordsError>,
+    ) -> Option<Result<T, RecordsError>> {
         if self.done {
             return None;
         }
@@ -133,16 +157,83 @@ impl Iterator for Records {
             let trailing = self.payload.len() - self.position;
             return (trailing > 0).then_some(Err(RecordsError::TrailingBytes(trailing)));
         }
-        match self.decode_next() {
-            Ok(record) => {
+        match next(self) {
+            Ok(item) => {
                 self.remaining -= 1;
-                Some(Ok(record))
+                Some(Ok(item))
             }
             Err(e) => {
                 self.done = true;
                 Some(Err(e))
             }
         }
+    }
+}
+
+/// What validation needs of a record (see [`Records::next_summary`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSummary {
+    /// Offset relative to the batch base.
+    pub offset_delta: i32,
+    /// The record's timestamp as [`Record::timestamp`] gives it.
+    pub timestamp: i64,
+}
+
+/// Checks a record body exactly as [`decode_body`] does; returns its offset delta and
+/// timestamp delta.
+fn scan_body(body: &[u8]) -> Result<(i32, i64), RecordsError> {
+    let mut cur = body;
+    if cur.is_empty() {
+        return Err(RecordsError::Truncated { needed: 1, available: 0 });
+    }
+    cur = &cur[1..]; // attributes
+    let timestamp_delta = read_varlong(&mut cur)?;
+    let offset_delta = read_varint(&mut cur)?;
+    skip_nullable(&mut cur, "record key")?;
+    skip_nullable(&mut cur, "record value")?;
+    let header_count = read_varint(&mut cur)?;
+    let header_count = usize::try_from(header_count).map_err(|_| RecordsError::InvalidLength {
+        field: "header count",
+        length: i64::from(header_count),
+    })?;
+    if header_count > cur.len() / 2 {
+        return Err(RecordsError::InvalidLength { field: "header count", length: header_count as i64 });
+    }
+    for _ in 0..header_count {
+        if !skip_nullable(&mut cur, "header key")? {
+            return Err(RecordsError::InvalidLength { field: "header key", length: -1 });
+        }
+        skip_nullable(&mut cur, "header value")?;
+    }
+    if !cur.is_empty() {
+        return Err(RecordsError::RecordSizeMismatch {
+            declared: body.len(),
+            actual: body.len() - cur.len(),
+        });
+    }
+    Ok((offset_delta, timestamp_delta))
+}
+
+/// Skips a length-prefixed byte field; false if it was null.
+fn skip_nullable(cur: &mut &[u8], field: &'static str) -> Result<bool, RecordsError> {
+    let length = read_varint(cur)?;
+    if length == -1 {
+        return Ok(false);
+    }
+    let len = usize::try_from(length)
+        .map_err(|_| RecordsError::InvalidLength { field, length: i64::from(length) })?;
+    if len > cur.len() {
+        return Err(RecordsError::InvalidLength { field, length: i64::from(length) });
+    }
+    *cur = &cur[len..];
+    Ok(true)
+}
+
+impl Iterator for Records {
+    type Item = Result<Record, RecordsError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.step(Records::decode_next)
     }
 }
 

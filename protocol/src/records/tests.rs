@@ -395,6 +395,35 @@ proptest! {
         assert_records_match(&batch, &records);
     }
 
+    /// The validation scan accepts exactly what decoding accepts, with the same offset
+    /// deltas and timestamps, on intact and on damaged record payloads.
+    #[test]
+    fn prop_summaries_agree_with_decoding(records in proptest::collection::vec(arb_record(), 1..8), flips in proptest::collection::vec((0usize..400, any::<u8>()), 0..4)) {
+        let mut bytes = build(0, Compression::None, &records).to_vec();
+        for (pos, val) in flips {
+            let i = 61 + pos % (bytes.len() - 61);
+            bytes[i] = val;
+        }
+        let batch = RecordBatch::parse(&Bytes::from(bytes)).unwrap();
+        let decoded: Vec<_> = batch.records(1 << 16).unwrap().collect();
+        let mut scan = batch.records(1 << 16).unwrap();
+        let mut scanned = Vec::new();
+        while let Some(s) = scan.next_summary() {
+            scanned.push(s);
+        }
+        prop_assert_eq!(decoded.len(), scanned.len());
+        for (d, s) in decoded.iter().zip(&scanned) {
+            match (d, s) {
+                (Ok(d), Ok(s)) => {
+                    prop_assert_eq!(d.offset_delta, s.offset_delta);
+                    prop_assert_eq!(d.timestamp, s.timestamp);
+                }
+                (Err(d), Err(s)) => prop_assert_eq!(d.to_string(), s.to_string()),
+                (d, s) => prop_assert!(false, "decode {:?} but scan {:?}", d.is_ok(), s.is_ok()),
+            }
+        }
+    }
+
     #[test]
     fn prop_random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
         let data = Bytes::from(data);

@@ -144,15 +144,29 @@ fn validate_for_leader(
         let malformed = |source| StorageError::MalformedRecords { batch_index, source };
         let mut records_max_timestamp = i64::MIN;
         let mut end_txn_marker = None;
-        for (i, record) in batch.records(config.max_uncompressed_batch_bytes).map_err(malformed)?.enumerate()
-        {
-            let record = record.map_err(malformed)?;
-            if i64::from(record.offset_delta) != i as i64 {
-                return Err(invalid("record offset deltas are not consecutive"));
+        let mut records = batch.records(config.max_uncompressed_batch_bytes).map_err(malformed)?;
+        if header.is_control() {
+            for (i, record) in records.enumerate() {
+                let record = record.map_err(malformed)?;
+                if i64::from(record.offset_delta) != i as i64 {
+                    return Err(invalid("record offset deltas are not consecutive"));
+                }
+                records_max_timestamp = records_max_timestamp.max(record.timestamp);
+                if i == 0 {
+                    end_txn_marker = EndTxnMarker::from_record(&record).map_err(malformed)?;
+                }
             }
-            records_max_timestamp = records_max_timestamp.max(record.timestamp);
-            if header.is_control() && i == 0 {
-                end_txn_marker = EndTxnMarker::from_record(&record).map_err(malformed)?;
+        } else {
+            // Every record is checked, as Kafka's LogValidator does, without slicing out
+            // keys and values nobody looks at here.
+            let mut i = 0i64;
+            while let Some(record) = records.next_summary() {
+                let record = record.map_err(malformed)?;
+                if i64::from(record.offset_delta) != i {
+                    return Err(invalid("record offset deltas are not consecutive"));
+                }
+                records_max_timestamp = records_max_timestamp.max(record.timestamp);
+                i += 1;
             }
         }
         checked.push(CheckedBatch { start, header, records_max_timestamp, end_txn_marker });
