@@ -7,7 +7,8 @@
 #      conv=fdatasync), and the CPU floor: kernel CPU seconds per GB of buffered file
 #      writes (dd) and of loopback TCP (sender and receiver);
 #   2. a release strata broker on a temp dir, idle RSS with a 100-partition topic;
-#   3. the workloads, each --runs times (medians reported):
+#   3. the workloads, each --runs times (medians reported), Strata restarted on an empty
+#      data dir before each run so that no run inherits the previous runs' dirty pages:
 #        produce   1 KiB records, acks=1, one partition, unthrottled;
 #        consume   read back what that produce run wrote;
 #        latency   1 KiB records, acks=1, one partition, offered 50 MB/s (64 KiB
@@ -78,7 +79,7 @@ if [ "$BUILD" = 1 ]; then
     cargo build --release -q -p strata-benches --bin strata-perf
 fi
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-STRATA=$TARGET_DIR/release/strata
+STRATA=${STRATA_BIN:-$TARGET_DIR/release/strata}
 PERF=$TARGET_DIR/release/strata-perf
 [ -x "$STRATA" ] || { echo "missing $STRATA" >&2; exit 1; }
 [ -x "$PERF" ] || { echo "missing $PERF" >&2; exit 1; }
@@ -203,10 +204,29 @@ run_workload() {
         '. + {broker_cpu_s: $cpu, broker_peak_rss_kb: $hwm, broker_runq_wait_s: $wait}' >>"$WORK/$name.jsonl"
 }
 
-# measure LABEL BOOTSTRAP PID: all workloads, $RUNS times.
+# restart_strata: a fresh broker on an empty data dir. Removing the previous run's
+# files also drops their dirty pages, so every run starts with the same page-cache
+# state: otherwise each run inherits the gigabytes the previous ones wrote and, once
+# dirty data passes the kernel's background threshold (dirty_background_ratio), its
+# writes are throttled to the disk's bandwidth and the runs stop being comparable.
+restart_strata() {
+    kill "$BROKER_PID" 2>/dev/null || true
+    wait "$BROKER_PID" 2>/dev/null || true
+    rm -rf "$WORK/data"
+    start_strata
+    STRATA_BOOTSTRAP="127.0.0.1:$PORT"
+}
+
+# measure LABEL BOOTSTRAP PID: all workloads, $RUNS times. Strata restarts on an empty
+# data dir before each run after the first (see restart_strata).
 measure() {
     local label=$1 bootstrap=$2 pid=$3
     for run in $(seq "$RUNS"); do
+        if [ "$label" = strata ] && [ "$run" -gt 1 ]; then
+            restart_strata
+            bootstrap=$STRATA_BOOTSTRAP
+            pid=$BROKER_PID
+        fi
         local topic="compare-${label}-${run}-$$"
         log "[$label] run $run/$RUNS: produce (${DURATION}s unthrottled)"
         run_workload "$label-produce" "$bootstrap" "$pid" produce --topic "$topic" \

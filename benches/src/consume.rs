@@ -18,7 +18,7 @@ use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 use crate::cluster::{error_name, TopicLayout};
 use crate::payload::read_stamp;
 use crate::stats::Meter;
-use crate::wire::Connection;
+use crate::wire::{Connection, Sent};
 
 /// Cap on the decompressed size of one fetched batch.
 const MAX_UNCOMPRESSED_BATCH: usize = 64 << 20;
@@ -145,8 +145,33 @@ impl Fetcher {
             .collect()
     }
 
+    /// Sends a Fetch for every partition still wanted; `None` when none is.
+    async fn send_fetch(&mut self) -> Result<Option<Sent>> {
+        let partitions = self.wanted();
+        if partitions.is_empty() {
+            return Ok(None);
+        }
+        let request = FetchRequest {
+            replica_id: -1,
+            max_wait_ms: self.settings.max_wait_ms,
+            min_bytes: 1,
+            max_bytes: self.settings.max_bytes,
+            isolation_level: i8::from(self.settings.read_committed),
+            session_id: 0,
+            session_epoch: -1,
+            topics: vec![FetchTopic { topic: self.topic.clone(), partitions, ..Default::default() }],
+            ..Default::default()
+        };
+        Ok(Some(self.conn.writer.send(self.settings.version, &RequestBody::Fetch(request)).await?))
+    }
+
+    /// Fetches with one request always in flight, as Kafka consumers prefetch: as soon
+    /// as a response arrives, the next offsets are read off its batch headers and the
+    /// next Fetch goes out, then this response's records are checked and decoded while
+    /// the broker serves the next one.
     async fn run(mut self) -> Result<()> {
         let mut last_progress = (self.meter.records(), Instant::now());
+        let mut in_flight: Option<Sent> = None;
         loop {
             if self.stop.reached(&self.meter) {
                 return Ok(());
@@ -161,23 +186,14 @@ impl Fetcher {
                 );
                 return Ok(());
             }
-            let partitions = self.wanted();
-            if partitions.is_empty() {
-                return Ok(());
-            }
-            let request = FetchRequest {
-                replica_id: -1,
-                max_wait_ms: self.settings.max_wait_ms,
-                min_bytes: 1,
-                max_bytes: self.settings.max_bytes,
-                isolation_level: i8::from(self.settings.read_committed),
-                session_id: 0,
-                session_epoch: -1,
-                topics: vec![FetchTopic { topic: self.topic.clone(), partitions, ..Default::default() }],
-                ..Default::default()
+            let sent = match in_flight.take() {
+                Some(sent) => sent,
+                None => match self.send_fetch().await? {
+                    Some(sent) => sent,
+                    None => return Ok(()),
+                },
             };
-            let (body, frame_bytes) =
-                self.conn.call_sized(self.settings.version, RequestBody::Fetch(request)).await?;
+            let (body, frame_bytes) = self.conn.reader.receive(&sent).await?;
             self.meter.add_wire(frame_bytes as u64);
             let ResponseBody::Fetch(response) = body else {
                 bail!("unexpected response to Fetch");
@@ -185,6 +201,8 @@ impl Fetcher {
             if response.error_code != 0 {
                 bail!("fetch failed: {}", error_name(response.error_code));
             }
+            // (slot, offset fetched from, records, aborted transactions)
+            let mut fetched = Vec::new();
             for topic in response.responses {
                 for pd in topic.partitions {
                     if pd.error_code != 0 {
@@ -194,7 +212,7 @@ impl Fetcher {
                             error_name(pd.error_code)
                         );
                     }
-                    let Some(slot) = self.partitions.iter_mut().find(|(p, _)| *p == pd.partition_index)
+                    let Some(slot) = self.partitions.iter().position(|(p, _)| *p == pd.partition_index)
                     else {
                         continue;
                     };
@@ -205,13 +223,32 @@ impl Fetcher {
                         .iter()
                         .map(|a| (a.producer_id, a.first_offset))
                         .collect();
-                    let next = consume_records(&records, slot.1, &aborted, &self.settings, &self.meter)
-                        .with_context(|| format!("partition {} at offset {}", slot.0, slot.1))?;
-                    slot.1 = next;
+                    let from = self.partitions[slot].1;
+                    self.partitions[slot].1 = next_fetch_offset(&records, from);
+                    fetched.push((slot, from, records, aborted));
                 }
+            }
+            in_flight = self.send_fetch().await?;
+            for (slot, from, records, aborted) in fetched {
+                let next = consume_records(&records, from, &aborted, &self.settings, &self.meter)
+                    .with_context(|| format!("partition {} at offset {from}", self.partitions[slot].0))?;
+                debug_assert_eq!(next, self.partitions[slot].1, "header walk and decoding disagree");
             }
         }
     }
+}
+
+/// The offset after the last whole batch of `records` past `offset` (a truncated last
+/// batch is fetched again), from batch headers alone: what [`consume_records`] returns
+/// for the same records.
+fn next_fetch_offset(records: &Bytes, mut offset: i64) -> i64 {
+    for batch in RecordBatches::new(records.clone()) {
+        let Ok(batch) = batch else {
+            break;
+        };
+        offset = offset.max(batch.next_offset());
+    }
+    offset
 }
 
 /// Reads the batches of one partition's fetched records from `offset`: checks CRCs,
@@ -320,8 +357,12 @@ mod tests {
         let third = batch(10, 5);
         buf.extend_from_slice(&third[..third.len() - 3]);
         let meter = Meter::new("consume");
-        let next = consume_records(&buf.freeze(), 3, &[], &settings(), &meter).unwrap();
+        let next = consume_records(&buf.clone().freeze(), 3, &[], &settings(), &meter).unwrap();
         assert_eq!(next, 10, "the torn batch is fetched again");
+        let records = buf.clone().freeze();
+        assert_eq!(next_fetch_offset(&records, 3), 10, "the prefetch offset agrees");
+        assert_eq!(next_fetch_offset(&records, 12), 12, "never moves backwards");
+        assert_eq!(next_fetch_offset(&Bytes::new(), 7), 7, "nothing fetched, nothing moves");
         assert_eq!(meter.records(), 7, "offsets 3..10");
         assert_eq!(meter.summary(Duration::from_secs(1)).bytes, 7 * 11);
     }
