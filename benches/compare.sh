@@ -8,7 +8,8 @@
 #      writes (dd) and of loopback TCP (sender and receiver);
 #   2. a release strata broker on a temp dir, idle RSS with a 100-partition topic;
 #   3. the workloads, each --runs times (medians reported), Strata restarted on an empty
-#      data dir before each run so that no run inherits the previous runs' dirty pages:
+#      data dir before each run and before the latency workload, so that none inherits
+#      the dirty pages of the ones before it:
 #        produce   1 KiB records, acks=1, one partition, unthrottled;
 #        consume   read back what that produce run wrote;
 #        latency   1 KiB records, acks=1, one partition, offered 50 MB/s (64 KiB
@@ -218,7 +219,8 @@ restart_strata() {
 }
 
 # measure LABEL BOOTSTRAP PID: all workloads, $RUNS times. Strata restarts on an empty
-# data dir before each run after the first (see restart_strata).
+# data dir before each run after the first and before each latency workload (see
+# restart_strata).
 measure() {
     local label=$1 bootstrap=$2 pid=$3
     for run in $(seq "$RUNS"); do
@@ -233,6 +235,12 @@ measure() {
             --duration "$DURATION" "${PRODUCE_OPTS[@]}"
         log "[$label] run $run/$RUNS: consume"
         run_workload "$label-consume" "$bootstrap" "$pid" consume --topic "$topic"
+        if [ "$label" = strata ]; then
+            # The throughput run's gigabytes would still be under writeback.
+            restart_strata
+            bootstrap=$STRATA_BOOTSTRAP
+            pid=$BROKER_PID
+        fi
         log "[$label] run $run/$RUNS: produce latency at ${LATENCY_MBPS} MB/s offered"
         run_workload "$label-latency" "$bootstrap" "$pid" produce --topic "$topic-lat" \
             --duration "$DURATION" --rate "$LATENCY_RATE" "${LATENCY_OPTS[@]}"
