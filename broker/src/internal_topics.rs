@@ -96,7 +96,6 @@ pub fn append(
     let batch = builder.build().map_err(|_| ErrorCode::UnknownServerError)?;
     p.append_with_origin(batch, AppendOrigin::Coordinator, now_ms)
         .map_err(|e| crate::errors::storage_error_code(&e))?;
-    broker.replicas.notify_appended();
     Ok(())
 }
 

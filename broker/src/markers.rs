@@ -52,7 +52,6 @@ pub fn write_marker(broker: &Arc<Broker>, topic: &str, partition: i32, m: &Marke
     };
     match p.append_with_origin(bytes, AppendOrigin::Coordinator, now_ms()) {
         Ok(_) => {
-            broker.replicas.notify_appended();
             if topic == CONSUMER_OFFSETS {
                 broker.groups().transaction_completed(partition, m.producer_id, m.commit);
             }

@@ -10,10 +10,10 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use strata_protocol::records::RecordSet;
 use strata_storage::{AppendInfo, AppendOrigin, Log, LogConfig, LogManager, LogReadInfo, StorageError};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 fn now_ms() -> i64 {
     crate::handlers::now_ms()
@@ -30,9 +30,70 @@ pub struct Partition {
     pub log: Arc<Log>,
     leader_epoch: AtomicI32,
     high_watermark: AtomicI64,
+    /// Fetches parked on this partition, woken by its next append.
+    parked: Mutex<ParkedFetches>,
 }
 
+/// The parked fetches of one partition, each by a weak reference to its own `Notify`.
+/// Registration drops dead entries once the list has doubled since the last prune, so
+/// consumers long-polling a partition nobody writes to cannot grow it without bound.
+#[derive(Debug, Default)]
+struct ParkedFetches {
+    waiters: Vec<Weak<Notify>>,
+    prune_at: usize,
+}
+
+/// Entries a partition's parked list may reach before dead ones are pruned.
+const PARKED_PRUNE_MIN: usize = 16;
+
 impl Partition {
+    /// A partition not yet hosted anywhere else (the replica manager creates them).
+    fn new(topic: Arc<str>, index: i32, log: Arc<Log>) -> Partition {
+        let leo = log.log_end_offset();
+        Partition {
+            topic,
+            index,
+            log,
+            leader_epoch: AtomicI32::new(0),
+            high_watermark: AtomicI64::new(leo),
+            parked: Mutex::new(ParkedFetches::default()),
+        }
+    }
+
+    /// Asks to be woken by the next append to this partition. `notify_one` keeps a
+    /// permit, so an append between this call and the wait is not lost.
+    pub fn park(&self, waker: &Arc<Notify>) {
+        let mut parked = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        if parked.waiters.len() >= parked.prune_at.max(PARKED_PRUNE_MIN) {
+            parked.waiters.retain(|w| w.strong_count() > 0);
+            parked.prune_at = 2 * parked.waiters.len();
+        }
+        let weak = Arc::downgrade(waker);
+        // A fetch woken by another of its partitions parks here again: once is enough.
+        if !parked.waiters.iter().rev().take(8).any(|w| w.ptr_eq(&weak)) {
+            parked.waiters.push(weak);
+        }
+    }
+
+    /// Wakes every fetch parked on this partition (they re-read and park again if
+    /// they still want more).
+    fn wake_parked(&self) {
+        let waiters = {
+            let mut parked = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+            parked.prune_at = 0;
+            std::mem::take(&mut parked.waiters)
+        };
+        for waker in waiters.iter().filter_map(Weak::upgrade) {
+            waker.notify_one();
+        }
+    }
+
+    /// Fetches currently registered (live or not yet pruned), for tests.
+    #[cfg(test)]
+    fn parked_len(&self) -> usize {
+        self.parked.lock().unwrap_or_else(|p| p.into_inner()).waiters.len()
+    }
+
     /// The current leader epoch (KIP-101); only ever increases.
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch.load(Ordering::Acquire)
@@ -59,6 +120,7 @@ impl Partition {
     ) -> Result<AppendInfo, StorageError> {
         let info = self.log.append_with_origin(records, self.leader_epoch(), origin, now_ms)?;
         self.advance_high_watermark(self.log.log_end_offset());
+        self.wake_parked();
         Ok(info)
     }
 
@@ -181,19 +243,12 @@ pub struct ReplicaManager {
     logs: LogManager,
     partitions: ArcSwap<PartitionMap>,
     write: Mutex<()>,
-    /// Bumped after every append so parked fetches re-check for data.
-    appended: watch::Sender<u64>,
 }
 
 impl ReplicaManager {
     /// Wraps an opened log manager.
     pub fn new(logs: LogManager) -> ReplicaManager {
-        ReplicaManager {
-            logs,
-            partitions: ArcSwap::from_pointee(HashMap::new()),
-            write: Mutex::new(()),
-            appended: watch::channel(0).0,
-        }
+        ReplicaManager { logs, partitions: ArcSwap::from_pointee(HashMap::new()), write: Mutex::new(()) }
     }
 
     /// The partition, if hosted here.
@@ -224,14 +279,7 @@ impl ReplicaManager {
         for index in parts.len() as i32..count {
             let log = self.logs.get_or_create(topic, index, config.clone(), now_ms())?;
             log.update_config(config.clone())?;
-            let leo = log.log_end_offset();
-            parts.push(Arc::new(Partition {
-                topic: name.clone(),
-                index,
-                log,
-                leader_epoch: AtomicI32::new(0),
-                high_watermark: AtomicI64::new(leo),
-            }));
+            parts.push(Arc::new(Partition::new(name.clone(), index, log)));
         }
         let mut next = (*current).clone();
         next.insert(topic.to_string(), parts.into());
@@ -264,16 +312,6 @@ impl ReplicaManager {
         Ok(())
     }
 
-    /// Signals parked fetches that data arrived.
-    pub fn notify_appended(&self) {
-        self.appended.send_modify(|n| *n = n.wrapping_add(1));
-    }
-
-    /// A receiver woken by every append.
-    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
-        self.appended.subscribe()
-    }
-
     /// Raises the log start offset of a partition (DeleteRecords).
     pub fn delete_records(&self, p: &Partition, offset: i64) -> Result<i64, StorageError> {
         let low = p.log.delete_records_before(offset)?;
@@ -289,5 +327,70 @@ impl ReplicaManager {
     /// Flushes and closes every log, writing the clean-shutdown marker.
     pub fn close(&self) -> Result<(), StorageError> {
         self.logs.close_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use strata_protocol::records::{NewRecord, RecordBatchBuilder};
+
+    fn batch() -> Bytes {
+        let mut b = RecordBatchBuilder::new(0);
+        b.append(&NewRecord::new(1, None, Some(Bytes::from_static(b"v")))).expect("append");
+        b.build().expect("build")
+    }
+
+    /// Whether `waker` holds a wakeup: the notified future completes on its first poll.
+    async fn woken(waker: &Notify) -> bool {
+        tokio::time::timeout(Duration::ZERO, waker.notified()).await.is_ok()
+    }
+
+    fn replicas(dir: &std::path::Path) -> ReplicaManager {
+        let logs = LogManager::open(dir, LogConfig::default(), 0).expect("log manager");
+        let replicas = ReplicaManager::new(logs);
+        replicas.ensure_topic("t", 2, &LogConfig::default()).expect("topic");
+        replicas
+    }
+
+    #[tokio::test]
+    async fn an_append_wakes_only_the_fetches_parked_on_its_partition() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let replicas = replicas(dir.path());
+        let (p0, p1) = (replicas.get("t", 0).expect("p0"), replicas.get("t", 1).expect("p1"));
+        let (on_p0, on_p1, on_both) =
+            (Arc::new(Notify::new()), Arc::new(Notify::new()), Arc::new(Notify::new()));
+        p0.park(&on_p0);
+        p1.park(&on_p1);
+        p0.park(&on_both);
+        p1.park(&on_both);
+        p0.append_as_leader(batch(), 0).expect("append");
+        assert!(woken(&on_p0).await, "parked on the partition appended to");
+        assert!(woken(&on_both).await, "parked on it among others");
+        assert!(!woken(&on_p1).await, "parked elsewhere: not woken");
+        // A wakeup is consumed: the next append needs a new registration.
+        p0.append_as_leader(batch(), 0).expect("append");
+        assert!(!woken(&on_p0).await, "not parked any more");
+        p1.append_as_leader(batch(), 0).expect("append");
+        assert!(woken(&on_p1).await);
+    }
+
+    #[tokio::test]
+    async fn fetches_long_polling_an_idle_partition_do_not_pile_up() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let replicas = replicas(dir.path());
+        let p = replicas.get("t", 0).expect("p0");
+        let live = Arc::new(Notify::new());
+        p.park(&live);
+        for _ in 0..10_000 {
+            let short_lived = Arc::new(Notify::new());
+            p.park(&short_lived);
+            p.park(&short_lived);
+        }
+        assert!(p.parked_len() <= 2 * PARKED_PRUNE_MIN, "{} entries kept", p.parked_len());
+        p.append_as_leader(batch(), 0).expect("append");
+        assert!(woken(&live).await, "a live fetch survives the pruning");
+        assert_eq!(p.parked_len(), 0);
     }
 }

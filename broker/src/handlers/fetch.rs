@@ -16,6 +16,7 @@ use strata_protocol::messages::fetch::{
 };
 use strata_protocol::records::RecordSet;
 use strata_protocol::ErrorCode;
+use tokio::sync::Notify;
 
 /// Handles a Fetch request.
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> FetchResponse {
@@ -28,27 +29,31 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
         };
     }
     let deadline = tokio::time::Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
-    let mut appends = broker.replicas.subscribe_appends();
+    // Woken only by appends to the partitions this fetch reads.
+    let waker = (request.max_wait_ms > 0).then(|| Arc::new(Notify::new()));
     loop {
-        appends.borrow_and_update();
-        let (response, bytes, errors) = read_all(broker, version, &request);
-        let done = errors
-            || bytes >= request.min_bytes.max(0) as usize
-            || request.max_wait_ms <= 0
-            || tokio::time::Instant::now() >= deadline;
-        if done {
+        let (response, bytes, errors) = read_all(broker, version, &request, waker.as_ref());
+        let done =
+            errors || bytes >= request.min_bytes.max(0) as usize || tokio::time::Instant::now() >= deadline;
+        let Some(waker) = waker.as_ref().filter(|_| !done) else {
             return response;
-        }
-        match tokio::time::timeout_at(deadline, appends.changed()).await {
-            Ok(Ok(())) => continue,
-            _ => return read_all(broker, version, &request).0,
+        };
+        if tokio::time::timeout_at(deadline, waker.notified()).await.is_err() {
+            return read_all(broker, version, &request, None).0;
         }
     }
 }
 
 /// One pass over every requested partition: the response, the bytes it carries, and
 /// whether any partition answered with an error (which ends the wait, like Kafka).
-fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+/// With `park`, each partition is asked to wake it on its next append before it is
+/// read, so an append between the read and the wait is not missed.
+fn read_all(
+    broker: &Broker,
+    version: i16,
+    request: &FetchRequest,
+    park: Option<&Arc<Notify>>,
+) -> (FetchResponse, usize, bool) {
     let mut remaining = if version >= 3 { request.max_bytes.max(0) as usize } else { usize::MAX };
     let mut total = 0usize;
     let mut any_error = false;
@@ -75,6 +80,9 @@ fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (FetchResp
                 (None, _) => pd.error_code = ErrorCode::UnknownTopicId.code(),
                 (Some(_), None) => pd.error_code = ErrorCode::UnknownTopicOrPartition.code(),
                 (Some(_), Some(p)) => {
+                    if let Some(waker) = park {
+                        p.park(waker);
+                    }
                     let epoch = p.leader_epoch();
                     let read_committed = request.isolation_level == 1;
                     pd.high_watermark = p.high_watermark();

@@ -55,7 +55,6 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     };
     let now = now_ms();
     let mut any_error = false;
-    let mut appended = false;
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
@@ -72,7 +71,6 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                     r.base_offset = base_offset;
                     r.log_append_time_ms = log_append_time;
                     r.log_start_offset = log_start_offset;
-                    appended = true;
                 }
                 Err((code, message)) => {
                     any_error = true;
@@ -83,9 +81,6 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
             partition_responses.push(r);
         }
         responses.push(TopicProduceResponse { name: topic.name, partition_responses });
-    }
-    if appended {
-        broker.replicas.notify_appended();
     }
     if acks == 0 {
         return if any_error { Reply::Close } else { Reply::Nothing };
