@@ -25,8 +25,15 @@
 # --nice N runs every measurement (limits included) under `nice -n N`; a negative N
 # (root only) shields a run from background builds on a shared machine.
 #
+# --sustained S adds one unthrottled produce run of S seconds on a fresh broker, long
+# enough to outgrow the kernel's dirty-page budget: it shows the rate the disk
+# sustains, printed with its ratio to the sequential write bandwidth.
+#
+# STRATA_BIN=path measures another strata binary (a before/after with the same script).
+#
 # Usage: benches/compare.sh [--runs N] [--duration S] [--bootstrap host:port]...
 #                           [--data-dir DIR] [--no-build] [--json FILE] [--nice N]
+#                           [--sustained S]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -38,6 +45,7 @@ DATA_PARENT=""
 BUILD=1
 JSON_OUT=""
 NICE=()
+SUSTAINED=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) RUNS=$2; shift 2 ;;
@@ -47,7 +55,8 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0; shift ;;
         --json) JSON_OUT=$2; shift 2 ;;
         --nice) NICE=(nice -n "$2"); shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        --sustained) SUSTAINED=$2; shift 2 ;;
+        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -265,6 +274,12 @@ RSS_IDLE_KB=$(status_kb "$BROKER_PID" VmRSS)
 
 LABELS=(strata)
 measure strata "$STRATA_BOOTSTRAP" "$BROKER_PID"
+if [ "$SUSTAINED" -gt 0 ]; then
+    restart_strata
+    log "[strata] sustained produce (${SUSTAINED}s unthrottled)"
+    run_workload "strata-sustained" "$STRATA_BOOTSTRAP" "$BROKER_PID" produce \
+        --topic "compare-sustained-$$" --duration "$SUSTAINED" "${PRODUCE_OPTS[@]}"
+fi
 i=0
 for b in "${BOOTSTRAPS[@]}"; do
     i=$((i + 1))
@@ -326,6 +341,12 @@ for label in "${LABELS[@]}"; do
         row "peak RSS produce (MiB)" "$p_rss" "$(calc "$p_rss / 128")" "<= 128 MiB" ""
         row "peak RSS consume (MiB)" "$c_rss" "$(calc "$c_rss / 128")" "<= 128 MiB" ""
         row "peak RSS latency run (MiB)" "$l_rss" "$(calc "$l_rss / 128")" "<= 128 MiB" ""
+        if [ "$SUSTAINED" -gt 0 ]; then
+            s_mbps=$(med "$label-sustained" .mb_per_sec)
+            row "sustained produce, ${SUSTAINED}s (MB/s)" "$s_mbps" "$(calc "$s_mbps / $DISK")" "of disk write" \
+                "$(calc "$s_mbps / $LOOPBACK") of loopback"
+            entry=$(echo "$entry" | jq --arg s "$s_mbps" '. + {sustained_produce_mb_per_sec: ($s|tonumber)}')
+        fi
         entry=$(echo "$entry" | jq --arg a "$p_cpu" --arg b "$c_cpu" --arg i "$RSS_IDLE_KB" \
             --arg r "$p_rss" --arg s "$c_rss" \
             '. + {cpu_s_per_gb_ingested: ($a|tonumber), cpu_s_per_gb_served: ($b|tonumber),
