@@ -1,6 +1,7 @@
 //! Any byte string as the records of a produce request or a log segment: the batch
 //! iterator, header parser, CRC check, record decoder (decompression capped) and
-//! control-marker parser must return errors, never panic, and agree with each other.
+//! control-marker parser must return errors, never panic, and agree with each other
+//! (the validation scan with the record decoder among them).
 
 #![no_main]
 
@@ -34,9 +35,14 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = EndTxnMarker::from_batch(&batch);
         if let Ok(records) = batch.records(MAX_UNCOMPRESSED) {
+            // The leader's validation scan accepts exactly what decoding accepts.
+            let mut scan = records.clone();
             for record in records {
-                if record.is_err() {
-                    break;
+                let summary = scan.next_summary().expect("a summary for every record");
+                match (record, summary) {
+                    (Ok(r), Ok(s)) => assert_eq!((r.offset_delta, r.timestamp), (s.offset_delta, s.timestamp)),
+                    (Err(_), Err(_)) => break,
+                    (r, s) => panic!("decoding ok: {}, scan ok: {}", r.is_ok(), s.is_ok()),
                 }
             }
         }
