@@ -345,6 +345,15 @@ impl GroupCoordinator {
         self.next_log_position
     }
 
+    /// Creates an empty group owned by this coordinator's partition for `group_id`:
+    /// the first JoinGroup of a group, or the "simple" group that holds the offsets of
+    /// consumers committing outside group management.
+    pub(super) fn create_group(&mut self, group_id: &str, now_ms: i64) {
+        let partition = self.partition_for(group_id);
+        let group = Group::new(group_id, partition, self.new_incarnation(), now_ms);
+        self.groups.insert(group_id.to_string(), group);
+    }
+
     pub(super) fn new_incarnation(&mut self) -> u64 {
         self.next_incarnation += 1;
         self.next_incarnation

@@ -69,9 +69,7 @@ impl GroupCoordinator {
                 respond(&mut out, token, join_error(ErrorCode::UnknownMemberId, &req.member_id));
                 return out;
             }
-            let partition = self.partition_for(&req.group_id);
-            let group = Group::new(&req.group_id, partition, self.new_incarnation(), now_ms);
-            self.groups.insert(req.group_id.clone(), group);
+            self.create_group(&req.group_id, now_ms);
         }
         let group_id = req.group_id.clone();
         self.with_group(&group_id, |c, group| c.join(group, meta, req, now_ms, &mut out));

@@ -107,9 +107,7 @@ impl GroupCoordinator {
                 return out;
             }
             // A consumer without group management: a "simple" group holds its offsets.
-            let partition = self.partition_for(&req.group_id);
-            let group = Group::new(&req.group_id, partition, self.new_incarnation(), now_ms);
-            self.groups.insert(req.group_id.clone(), group);
+            self.create_group(&req.group_id, now_ms);
         }
         let group_id = req.group_id.clone();
         self.with_group(&group_id, |c, group| c.commit(group, token, req, now_ms, &mut out));
