@@ -5,6 +5,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use strata_protocol::records::{RecordBatchHeader, BATCH_HEADER_SIZE};
 
 /// Whole record batches in a range of one segment's `.log` file.
 ///
@@ -17,6 +18,8 @@ pub struct FileSlice {
     file: Arc<File>,
     position: u64,
     len: u32,
+    /// The header of the first batch, when the read that cut the slice had it anyway.
+    first_header: Option<RecordBatchHeader>,
 }
 
 impl std::fmt::Debug for FileSlice {
@@ -27,7 +30,16 @@ impl std::fmt::Debug for FileSlice {
 
 impl FileSlice {
     pub(crate) fn new(file: Arc<File>, position: u64, len: u32) -> Self {
-        FileSlice { file, position, len }
+        FileSlice { file, position, len, first_header: None }
+    }
+
+    /// Remembers the first batch's header, read while locating the slice, so
+    /// [`FileSlice::first_batch_header`] needs no second read.
+    pub(crate) fn with_first_header(mut self, header: RecordBatchHeader) -> Self {
+        if self.len as usize >= BATCH_HEADER_SIZE {
+            self.first_header = Some(header);
+        }
+        self
     }
 
     /// The segment file, for zero-copy transfer.
@@ -107,11 +119,14 @@ impl strata_protocol::codec::External for FileSlice {
 }
 
 impl FileSlice {
-    /// The header of the first batch in the slice, read with one small `pread`; `None`
-    /// if the slice is shorter than a batch header.
-    pub fn first_batch_header(&self) -> std::io::Result<Option<strata_protocol::records::RecordBatchHeader>> {
+    /// The header of the first batch in the slice: the one the read that cut the slice
+    /// already parsed, else read with one small `pread`; `None` if the slice is shorter
+    /// than a batch header.
+    pub fn first_batch_header(&self) -> std::io::Result<Option<RecordBatchHeader>> {
         use std::os::unix::fs::FileExt;
-        use strata_protocol::records::{RecordBatchHeader, BATCH_HEADER_SIZE};
+        if let Some(header) = self.first_header {
+            return Ok(Some(header));
+        }
         if (self.len as usize) < BATCH_HEADER_SIZE {
             return Ok(None);
         }

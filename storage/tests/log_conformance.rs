@@ -96,9 +96,12 @@ fn read_starts_at_the_batch_containing_the_offset() {
     let batches = batches_of(&read);
     assert_eq!(batches[0].base_offset(), 5);
     assert_eq!(batches.len(), 1);
+    // The slice knows its first batch's header (fetch uses it to choose sendfile).
+    assert_eq!(read.records.first_batch_header().unwrap(), Some(batches[0].header()));
     // At the log end: empty, not an error.
     let read = log.read(10, 1 << 20, i64::MAX, false).unwrap();
     assert!(read.records.is_empty());
+    assert_eq!(read.records.first_batch_header().unwrap(), None);
     // Outside the log.
     assert!(matches!(
         log.read(11, 100, i64::MAX, true),

@@ -108,7 +108,7 @@ impl LogSegment {
             end = next;
         }
         let len = u32::try_from(end - start).unwrap_or(u32::MAX);
-        Ok(Some(FileSlice::new(self.log.clone(), start, len)))
+        Ok(Some(FileSlice::new(self.log.clone(), start, len).with_first_header(first)))
     }
 
     /// The first record at or after `starting_offset` whose timestamp is >= `timestamp`.
