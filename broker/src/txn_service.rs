@@ -71,6 +71,9 @@ enum Command {
 #[derive(Debug, Clone)]
 pub struct TxnService {
     tx: mpsc::Sender<Command>,
+    /// `__consumer_offsets` partitions as the coordinator counts them, so TxnOffsetCommit
+    /// verification names the partition AddOffsetsToTxn added.
+    offsets_partitions: i32,
 }
 
 impl std::fmt::Debug for Command {
@@ -129,14 +132,16 @@ impl TxnService {
                 ErrorCode::UnknownServerError
             })
         };
+        let config = txn_config(broker);
+        let offsets_partitions = config.offsets_topic_num_partitions;
         let task = Task {
             broker: Arc::downgrade(broker),
-            coordinator: TransactionCoordinator::new(txn_config(broker), Box::new(source)),
+            coordinator: TransactionCoordinator::new(config, Box::new(source)),
             waiting: HashMap::new(),
             loaded: false,
         };
         tokio::spawn(task.run(rx));
-        TxnService { tx }
+        TxnService { tx, offsets_partitions }
     }
 
     /// Creates and loads `__transaction_state` if that has not happened yet.
@@ -172,6 +177,24 @@ impl TxnService {
             return fallback;
         }
         rx.await.unwrap_or(fallback)
+    }
+
+    /// KIP-890 part 1 for TxnOffsetCommit: may `producer_id`/`producer_epoch` of
+    /// `transactional_id` commit offsets of `group_id` now, that is, did AddOffsetsToTxn
+    /// add the group's `__consumer_offsets` partition to its ongoing transaction? The
+    /// coordinator's error as Kafka's verification gives it (see
+    /// [`crate::txn::verification_error_for_client`] for what the client is told).
+    pub async fn verify_offsets(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        group_id: &str,
+    ) -> ErrorCode {
+        let partition = crate::group::partition_for_group(group_id, self.offsets_partitions);
+        let tp = TopicPartition::new(CONSUMER_OFFSETS, partition);
+        let results = self.verify(transactional_id, producer_id, producer_epoch, vec![tp]).await;
+        results.into_iter().map(|(_, code)| code).next().unwrap_or(ErrorCode::CoordinatorNotAvailable)
     }
 }
 

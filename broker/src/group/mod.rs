@@ -93,6 +93,7 @@ pub use consumer_protocol::{subscribed_topics, CONSUMER_PROTOCOL_TYPE};
 pub use coordinator::GroupCoordinator;
 pub use partition::{java_string_hash_code, kafka_abs, partition_for_group, PartitionState};
 pub use records::{Record, RecordError};
+pub use txn_offsets::txn_commit_response;
 
 use strata_protocol::messages::{
     delete_groups::DeleteGroupsResponse, heartbeat::HeartbeatResponse, join_group::JoinGroupResponse,

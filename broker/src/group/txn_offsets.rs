@@ -22,7 +22,8 @@ use super::coordinator::{commit_append_error, respond, Completion, GroupCoordina
 use super::partition::java_string_length;
 use super::{Action, AppendId, RequestMeta, RequestToken, Response, TransactionalProducer};
 
-fn txn_commit_response(req: &TxnOffsetCommitRequest, code: ErrorCode) -> TxnOffsetCommitResponse {
+/// The answer to `req` with `code` for every partition it names.
+pub fn txn_commit_response(req: &TxnOffsetCommitRequest, code: ErrorCode) -> TxnOffsetCommitResponse {
     TxnOffsetCommitResponse {
         topics: req
             .topics
@@ -68,7 +69,8 @@ impl GroupCoordinator {
     /// a rebalance); metadata over `offset.metadata.max.bytes` is
     /// OFFSET_METADATA_TOO_LARGE for that partition. Whether the producer's transaction
     /// includes this group (AddOffsetsToTxn) and its epoch is current is checked by the
-    /// shell and the log, not here.
+    /// shell (`handlers/groups.rs`, KIP-890 verification) and the log (producer epoch), not
+    /// here.
     pub fn txn_offset_commit(
         &mut self,
         meta: &RequestMeta,

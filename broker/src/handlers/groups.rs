@@ -1,15 +1,18 @@
 //! The classic group APIs: JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup
 //! (14), OffsetCommit (8), OffsetFetch (9), DescribeGroups (15), ListGroups (16),
-//! DeleteGroups (42) and OffsetDelete (47). Each is forwarded to the group coordinator
-//! task ([`crate::group_service`]), which owns the state machine; JoinGroup and
-//! SyncGroup answers arrive when the rebalance allows.
+//! DeleteGroups (42) and OffsetDelete (47), and TxnOffsetCommit (28). Each is forwarded
+//! to the group coordinator task ([`crate::group_service`]), which owns the state
+//! machine; JoinGroup and SyncGroup answers arrive when the rebalance allows. A
+//! TxnOffsetCommit is first verified with the transaction coordinator (KIP-890 part 1).
 
 use crate::broker::Broker;
 use crate::group::RequestMeta;
 use crate::group_service::{next_token, GroupRequest};
+use crate::txn::verification_error_for_client;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use strata_protocol::{RequestBody, RequestHeader, ResponseBody};
+use strata_protocol::messages::txn_offset_commit::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use strata_protocol::{ErrorCode, RequestBody, RequestHeader, ResponseBody};
 
 /// Forwards a group request; `None` if the coordinator task is gone (shutdown).
 pub async fn handle(
@@ -29,7 +32,12 @@ pub async fn handle(
         RequestBody::ListGroups(r) => GroupRequest::List(r),
         RequestBody::DeleteGroups(r) => GroupRequest::DeleteGroups(r),
         RequestBody::OffsetDelete(r) => GroupRequest::OffsetDelete(r),
-        RequestBody::TxnOffsetCommit(r) => GroupRequest::TxnCommit(r),
+        RequestBody::TxnOffsetCommit(r) => {
+            match verify_txn_offset_commit(broker, header.api_version, &r).await {
+                Some(refused) => return Some(refused.into()),
+                None => GroupRequest::TxnCommit(r),
+            }
+        }
         _ => return None,
     };
     let meta = RequestMeta {
@@ -39,4 +47,41 @@ pub async fn handle(
         client_host: format!("/{}", peer.ip()),
     };
     broker.groups().call(meta, request).await
+}
+
+/// KIP-890 part 1, as Kafka's group coordinator does it: a transactional offset commit
+/// is accepted only if the producer's ongoing transaction includes the group's
+/// `__consumer_offsets` partition (AddOffsetsToTxn), so a late TxnOffsetCommit of an
+/// ended transaction cannot leave offsets pending in no transaction (or in the next
+/// one). Returns the refusal, every partition carrying the error; `None` to go on. An
+/// empty group id is left to the group coordinator (INVALID_GROUP_ID comes first).
+async fn verify_txn_offset_commit(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: &TxnOffsetCommitRequest,
+) -> Option<TxnOffsetCommitResponse> {
+    if request.group_id.is_empty() {
+        return None;
+    }
+    let code = broker
+        .transactions()
+        .verify_offsets(
+            request.transactional_id.clone(),
+            request.producer_id,
+            request.producer_epoch,
+            &request.group_id,
+        )
+        .await;
+    if code == ErrorCode::None {
+        return None;
+    }
+    // Clients know TRANSACTION_ABORTABLE from TxnOffsetCommit v4 (KIP-890).
+    let code = verification_error_for_client(code, version >= 4);
+    tracing::debug!(
+        group = %request.group_id,
+        transactional_id = %request.transactional_id,
+        error = code.name(),
+        "transactional offset commit refused by verification"
+    );
+    Some(crate::group::txn_commit_response(request, code))
 }
