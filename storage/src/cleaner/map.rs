@@ -6,32 +6,24 @@ use strata_protocol::records::RecordBatch;
 use super::offset_map::OffsetMap;
 use super::range::SegmentView;
 use super::reader::BatchReader;
+use super::txn::TxnTracker;
 use super::CleanStats;
 use crate::error::Result;
-
-/// Whether a batch's records may feed the offset map and be filtered, or must be kept
-/// byte for byte.
-///
-/// TRANSACTIONS HOOK: control batches and transactional data are kept as they are for
-/// now, and transactional records do not supersede anything (their keys stay out of the
-/// map, so no older value is dropped because of a record that may be aborted). Kafka's
-/// `CleanedTransactionMetadata` does better: it collects aborted transactions from the
-/// transaction indexes, drops aborted data, maps committed data, and keeps a COMMIT/ABORT
-/// marker until no data of its transaction remains and `delete.retention.ms` has passed
-/// since the marker's batch got a delete horizon. That needs this predicate to become
-/// stateful (per producer: inside an aborted / committed transaction) and the rewrite to
-/// rebuild the cleaned segment's transaction index from the retained aborts.
-pub(super) fn is_kept_verbatim(batch: &RecordBatch) -> bool {
-    batch.is_control() || batch.is_transactional()
-}
+use crate::index::AbortedTxn;
 
 /// Fills `map` from the dirty segments `dirty` (those overlapping
 /// `[first_dirty_offset, first_uncleanable_offset)`, in order). Stops early when the map
 /// is full, at a batch boundary when possible. Afterwards `map.latest_offset()` is the
 /// last offset covered: records after it are not judged by the map.
+///
+/// Records of aborted transactions (`aborted`: the aborts covering the dirty section)
+/// are not mapped, so they supersede nothing; records of committed transactions are,
+/// like any others. Control batches are never mapped.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn build_offset_map(
     map: &mut OffsetMap,
     dirty: &[SegmentView],
+    aborted: Vec<AbortedTxn>,
     first_dirty_offset: i64,
     first_uncleanable_offset: i64,
     max_uncompressed_bytes: usize,
@@ -39,6 +31,8 @@ pub(super) fn build_offset_map(
     stats: &mut CleanStats,
 ) -> Result<()> {
     map.clear();
+    let mut txns = TxnTracker::default();
+    txns.add_aborted(aborted);
     for (i, segment) in dirty.iter().enumerate() {
         let segment_end = dirty.get(i + 1).map_or(first_uncleanable_offset, |next| next.base_offset);
         let mut reader = BatchReader::new(&segment.file, &segment.path, segment.size, io_buffer_bytes);
@@ -50,7 +44,13 @@ pub(super) fn build_offset_map(
             if batch.base_offset() >= first_uncleanable_offset {
                 return Ok(());
             }
-            if !is_kept_verbatim(&batch) {
+            let mapped = if batch.is_control() {
+                txns.on_control(&batch);
+                false
+            } else {
+                !txns.on_data(&batch)
+            };
+            if mapped {
                 let count = usize::try_from(batch.records_count()).unwrap_or(0);
                 // Stop before a batch that may not fit, unless nothing is mapped yet (a
                 // batch is then mapped as far as the map goes: progress is still made

@@ -27,10 +27,13 @@
 //!    a replaced segment keep reading it (the open file outlives its name).
 //! 5. **Checkpoint** the end of the mapped range as the new first dirty offset.
 //!
-//! Control batches and transactional batches are kept byte for byte (see
-//! [`map::is_kept_verbatim`], the hook for the transactions work). A producer's batch
-//! holding its last sequence is kept, emptied to its header if all its records go, so
-//! idempotence state rebuilt from the log survives compaction, as in Kafka.
+//! Transactions (see [`txn`]): batches of aborted transactions are removed, batches of
+//! committed ones are compacted like any other, and a COMMIT/ABORT marker is removed once
+//! no data of its transaction is left and `delete.retention.ms` has passed since a
+//! cleaning first found it removable; the cleaned segment's transaction index lists only
+//! the aborts whose markers stay. A producer's batch holding its last sequence is kept,
+//! emptied to its header if all its records go, so idempotence state rebuilt from the
+//! log survives compaction, as in Kafka.
 //!
 //! Records without a key are kept (Kafka counts them as invalid and drops them).
 
@@ -41,6 +44,7 @@ mod offset_map;
 mod range;
 mod reader;
 mod rewrite;
+mod txn;
 
 use std::collections::HashSet;
 
@@ -150,6 +154,14 @@ pub struct CleanStats {
     pub tombstones_removed: u64,
     /// Batches kept whole because their records could not be decoded.
     pub undecodable_batches: u64,
+    /// Batches of aborted transactions removed (or emptied, when they hold a
+    /// producer's last sequence).
+    pub aborted_batches_removed: u64,
+    /// COMMIT/ABORT markers removed (their transaction's data gone and their delete
+    /// horizon passed).
+    pub markers_removed: u64,
+    /// The earliest delete horizon among the batches kept: the log is due again then.
+    pub pending_horizon_ms: Option<i64>,
 }
 
 /// A log cleaner: owns the offset map and I/O buffers, reused across cleanings. The
@@ -220,19 +232,32 @@ impl Cleaner {
             })
             .cloned()
             .collect();
-        map::build_offset_map(
-            &mut self.map,
-            &dirty,
-            info.first_dirty_offset,
-            info.first_uncleanable_offset,
-            config.max_uncompressed_batch_bytes,
-            self.config.io_buffer_bytes,
-            &mut stats,
-        )?;
+        let end_offset = if dirty.is_empty() {
+            // Only a delete horizon passed: rewrite the clean section with an empty map
+            // covering it, so nothing is superseded and expired tombstones and markers go.
+            self.map.clear();
+            self.map.update_latest_offset(info.first_dirty_offset - 1);
+            info.first_dirty_offset
+        } else {
+            let dirty_aborts = view.aborted_overlapping(
+                dirty.first().map_or(info.first_dirty_offset, |s| s.base_offset),
+                info.first_uncleanable_offset,
+            );
+            map::build_offset_map(
+                &mut self.map,
+                &dirty,
+                dirty_aborts,
+                info.first_dirty_offset,
+                info.first_uncleanable_offset,
+                config.max_uncompressed_batch_bytes,
+                self.config.io_buffer_bytes,
+                &mut stats,
+            )?;
+            self.map.latest_offset() + 1
+        };
         stats.keys_mapped = self.map.len();
         stats.map_utilization = self.map.utilization();
-        let end_offset = self.map.latest_offset() + 1;
-        if end_offset <= info.first_dirty_offset {
+        if end_offset <= info.first_dirty_offset && !dirty.is_empty() {
             tracing::warn!(
                 topic = log.topic(),
                 partition = log.partition(),
@@ -254,12 +279,14 @@ impl Cleaner {
             now_ms,
             producer_last_batches: &producer_last_batches,
             io_buffer_bytes: self.config.io_buffer_bytes,
+            view: &view,
         };
         let to_clean: Vec<SegmentView> =
             view.segments.iter().filter(|s| s.base_offset < end_offset).cloned().collect();
+        let mut txns = rewrite::TxnTracker::default();
         for group in range::group_segments(&to_clean, &config) {
             let group = &to_clean[group];
-            let cleaned = rewrite::clean_group(&ctx, group, &mut self.buffers, &mut stats)?;
+            let cleaned = rewrite::clean_group(&ctx, group, &mut txns, &mut self.buffers, &mut stats)?;
             if !log.swap_cleaned(cleaned, group)? {
                 tracing::info!(
                     topic = log.topic(),
@@ -273,6 +300,7 @@ impl Cleaner {
             stats.segments_written += 1;
         }
         log.write_cleaner_checkpoint(end_offset)?;
+        log.set_pending_horizon(stats.pending_horizon_ms);
         stats.end_offset = end_offset;
         stats.outcome = CleanOutcome::Cleaned;
         tracing::info!(
@@ -333,7 +361,8 @@ mod tests {
         let mut map = OffsetMap::new(1 << 16, 0.9);
         let mut stats = CleanStats::default();
         let end = view.active_base_offset;
-        map::build_offset_map(&mut map, &view.segments, 0, end, 1 << 20, 4096, &mut stats).unwrap();
+        map::build_offset_map(&mut map, &view.segments, Vec::new(), 0, end, 1 << 20, 4096, &mut stats)
+            .unwrap();
         assert_eq!(map.latest_offset(), end - 1);
         let producers = HashSet::new();
         let ctx = RewriteContext {
@@ -343,9 +372,12 @@ mod tests {
             now_ms: 100,
             producer_last_batches: &producers,
             io_buffer_bytes: 4096,
+            view: &view,
         };
+        let mut txns = rewrite::TxnTracker::default();
         let cleaned =
-            rewrite::clean_group(&ctx, &view.segments, &mut RewriteBuffers::default(), &mut stats).unwrap();
+            rewrite::clean_group(&ctx, &view.segments, &mut txns, &mut RewriteBuffers::default(), &mut stats)
+                .unwrap();
         assert!(view.dir.join(format!("{:020}.log{CLEANED_SUFFIX}", 0)).exists());
 
         let cut = view.segments[1].base_offset + 1;

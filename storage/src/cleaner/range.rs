@@ -24,7 +24,8 @@ pub(crate) struct SegmentView {
     pub(crate) path: PathBuf,
     /// Largest record timestamp, or the file's modification time without one.
     pub(crate) largest_timestamp: i64,
-    /// The segment's transaction index entries, copied into its cleaned replacement.
+    /// The segment's transaction index entries (aborted transactions whose ABORT
+    /// marker is in this segment).
     pub(crate) aborted_txns: Vec<AbortedTxn>,
 }
 
@@ -38,6 +39,25 @@ pub(crate) struct LogView {
     pub(crate) log_start_offset: i64,
     pub(crate) log_end_offset: i64,
     pub(crate) last_stable_offset: i64,
+    /// The active segment's transaction index entries.
+    pub(crate) active_aborted_txns: Vec<AbortedTxn>,
+    /// The earliest delete horizon the last cleaning left (`i64::MAX`: none known).
+    pub(crate) pending_horizon_ms: i64,
+}
+
+impl LogView {
+    /// The aborted transactions with batches in `[start, upper)` (Kafka's
+    /// `collectAbortedTransactions`). An abort is indexed in the segment of its marker,
+    /// which may be after `upper`, even the active segment, so every index is searched.
+    pub(crate) fn aborted_overlapping(&self, start: i64, upper: i64) -> Vec<AbortedTxn> {
+        self.segments
+            .iter()
+            .flat_map(|s| s.aborted_txns.iter())
+            .chain(self.active_aborted_txns.iter())
+            .filter(|t| t.last_offset >= start && t.first_offset < upper)
+            .copied()
+            .collect()
+    }
 }
 
 /// How dirty a compacted log is and what the cleaner may clean, for the broker to pick
@@ -60,8 +80,12 @@ pub struct CleanableInfo {
     /// How long ago the oldest cleanable dirty batch passed `max.compaction.lag.ms`
     /// (0 if none did): such a log is cleaned whatever its dirty ratio.
     pub max_compaction_delay_ms: i64,
+    /// A delete horizon the last cleaning stamped (on tombstones or transaction markers)
+    /// has passed: the clean section is worth rewriting even with nothing dirty.
+    pub delete_horizon_passed: bool,
     /// Whether the log is due: dirty bytes exist and the dirty ratio exceeds
-    /// `min.cleanable.dirty.ratio` (strictly, as Kafka) or the compaction delay is positive.
+    /// `min.cleanable.dirty.ratio` (strictly, as Kafka) or the compaction delay is
+    /// positive; or a delete horizon has passed.
     pub should_clean: bool,
 }
 
@@ -111,8 +135,14 @@ pub(crate) fn cleanable_info(
         .unwrap_or(i64::MAX);
     let max_compaction_delay_ms =
         if earliest_dirty_ms < clean_until_ms { clean_until_ms - earliest_dirty_ms } else { 0 };
-    let should_clean =
-        dirty_bytes > 0 && (dirty_ratio > config.min_cleanable_dirty_ratio || max_compaction_delay_ms > 0);
+    // Beyond Kafka's cleaner (3.9 picks logs by dirty ratio and compaction lag only): a
+    // marker goes three cleanings after its data (see `txn.rs`), and cleanings driven by
+    // the dirty ratio alone come ever further apart when the clean section is mostly
+    // such batches, so a passed horizon is a reason to clean too.
+    let delete_horizon_passed = view.pending_horizon_ms <= now_ms && clean_bytes > 0;
+    let should_clean = (dirty_bytes > 0
+        && (dirty_ratio > config.min_cleanable_dirty_ratio || max_compaction_delay_ms > 0))
+        || delete_horizon_passed;
     CleanableInfo {
         first_dirty_offset,
         first_uncleanable_offset,
@@ -120,6 +150,7 @@ pub(crate) fn cleanable_info(
         dirty_bytes,
         dirty_ratio,
         max_compaction_delay_ms,
+        delete_horizon_passed,
         should_clean,
     }
 }
@@ -191,6 +222,8 @@ mod tests {
             log_start_offset: 0,
             log_end_offset: active + 5,
             last_stable_offset: active + 5,
+            active_aborted_txns: Vec::new(),
+            pending_horizon_ms: i64::MAX,
         }
     }
 

@@ -6,13 +6,13 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::SystemTime;
 
-use strata_protocol::records::{Record, RecordBatch};
+use strata_protocol::records::{Record, RecordBatch, RecordBatchHeader};
 
 use super::batch::{write_empty, write_retained};
-use super::map::is_kept_verbatim;
 use super::offset_map::OffsetMap;
-use super::range::SegmentView;
+use super::range::{LogView, SegmentView};
 use super::reader::BatchReader;
+pub(super) use super::txn::TxnTracker;
 use super::CleanStats;
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
@@ -34,6 +34,8 @@ pub(super) struct RewriteContext<'a> {
     pub(super) now_ms: i64,
     pub(super) producer_last_batches: &'a HashSet<ProducerLast>,
     pub(super) io_buffer_bytes: usize,
+    /// The log as this cleaning saw it (for the aborted transactions of each segment).
+    pub(super) view: &'a LogView,
 }
 
 /// Reusable buffers of the rewrite.
@@ -59,15 +61,20 @@ enum Decision {
 /// Writes the cleaned replacement of `group` (consecutive inactive segments) as a
 /// `.cleaned` segment at the group's base offset, flushed and with trimmed indexes,
 /// ready to be swapped in. On error the partial files are removed.
+///
+/// `txns` carries the transactions from group to group of one cleaning (a transaction's
+/// data may be in one group and its marker in the next), as Kafka's
+/// `CleanedTransactionMetadata` does.
 pub(super) fn clean_group(
     ctx: &RewriteContext<'_>,
     group: &[SegmentView],
+    txns: &mut TxnTracker,
     buffers: &mut RewriteBuffers,
     stats: &mut CleanStats,
 ) -> Result<LogSegment> {
     let base = group.first().map_or(0, |s| s.base_offset);
     let mut cleaned = LogSegment::create_with_suffix(ctx.dir, base, ctx.config, ctx.now_ms, CLEANED_SUFFIX)?;
-    match fill(ctx, group, buffers, stats, &mut cleaned) {
+    match fill(ctx, group, txns, buffers, stats, &mut cleaned) {
         Ok(()) => Ok(cleaned),
         Err(error) => {
             if let Err(cleanup) = cleaned.delete() {
@@ -81,6 +88,7 @@ pub(super) fn clean_group(
 fn fill(
     ctx: &RewriteContext<'_>,
     group: &[SegmentView],
+    txns: &mut TxnTracker,
     buffers: &mut RewriteBuffers,
     stats: &mut CleanStats,
     cleaned: &mut LogSegment,
@@ -93,6 +101,8 @@ fn fill(
     let last_with_data = group.iter().rposition(|s| s.size > 0);
     let mut last_modified = SystemTime::UNIX_EPOCH;
     for (i, segment) in group.iter().enumerate() {
+        let upper = group.get(i + 1).map_or(segment.next_offset, |next| next.base_offset);
+        txns.add_aborted(ctx.view.aborted_overlapping(segment.base_offset, upper));
         let mut reader = BatchReader::new(&segment.file, &segment.path, segment.size, ctx.io_buffer_bytes);
         while let Some(batch) = reader.next_batch()? {
             let ends_group = Some(i) == last_with_data && reader.is_done();
@@ -104,7 +114,7 @@ fn fill(
             stats.records_read += u64::from(batch.records_count().max(0).unsigned_abs());
             stats.bytes_read += batch.size_in_bytes() as u64;
             let start = buffers.out.len();
-            match decide(ctx, &batch, ends_group, buffers, stats) {
+            match decide(ctx, &batch, ends_group, txns, buffers, stats) {
                 Decision::Copy => {
                     buffers.out.extend_from_slice(batch.as_bytes());
                     stats.records_retained += u64::from(batch.records_count().max(0).unsigned_abs());
@@ -128,7 +138,18 @@ fn fill(
                 Decision::Drop => continue,
             }
             let size = (buffers.out.len() - start) as u64;
-            let max_timestamp = stored_max_timestamp(&buffers.out[start..]);
+            let header = RecordBatchHeader::parse(&buffers.out[start..]).ok();
+            let max_timestamp = header.map_or(-1, |h| h.max_timestamp);
+            // A horizon that had passed before this cleaning, on a batch it still kept (it
+            // ends the group), is no reason to come back: only a later cleaning's grouping
+            // can remove it. One stamped now (`delete.retention.ms` 0) is.
+            let future_horizon = |h: &RecordBatchHeader| {
+                h.attributes & DELETE_HORIZON_BIT != 0 && h.base_timestamp >= ctx.now_ms
+            };
+            if let Some(h) = header.filter(future_horizon) {
+                stats.pending_horizon_ms =
+                    Some(stats.pending_horizon_ms.map_or(h.base_timestamp, |p| p.min(h.base_timestamp)));
+            }
             buffers.metas.push(BatchMeta {
                 base_offset: batch.base_offset(),
                 last_offset: batch.last_offset(),
@@ -142,10 +163,11 @@ fn fill(
         last_modified = last_modified.max(modified(segment));
     }
     flush_out(cleaned, buffers)?;
-    for segment in group {
-        for txn in &segment.aborted_txns {
-            cleaned.txn_index_mut().append(*txn)?;
-        }
+    // Only the aborts whose markers stay: a read_committed reader skips an aborted
+    // producer's batches until it meets the marker, so an entry without one would hide
+    // the producer's later transactions.
+    for txn in txns.take_retained() {
+        cleaned.txn_index_mut().append(txn)?;
     }
     cleaned.on_become_inactive()?;
     cleaned.flush()?;
@@ -165,27 +187,29 @@ fn flush_out(cleaned: &mut LogSegment, buffers: &mut RewriteBuffers) -> Result<(
     Ok(())
 }
 
-/// The max timestamp field of the batch encoded at the start of `bytes`.
-fn stored_max_timestamp(bytes: &[u8]) -> i64 {
-    strata_protocol::records::RecordBatchHeader::parse(bytes).map_or(-1, |h| h.max_timestamp)
-}
+/// Attribute bit 6 of a batch: its base timestamp holds the delete horizon (KIP-534).
+const DELETE_HORIZON_BIT: i16 = 1 << 6;
 
 fn modified(segment: &SegmentView) -> SystemTime {
     segment.file.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
-/// Kafka's `checkBatchRetention` + `shouldRetainRecord` for one batch. Fills
-/// `buffers.kept` for [`Decision::Rewrite`].
+/// Kafka's `checkBatchRetention` + `shouldRetainRecord` for one batch, read in log
+/// order (`txns` follows the transactions). Fills `buffers.kept` for
+/// [`Decision::Rewrite`].
 fn decide(
     ctx: &RewriteContext<'_>,
     batch: &RecordBatch,
     ends_group: bool,
+    txns: &mut TxnTracker,
     buffers: &mut RewriteBuffers,
     stats: &mut CleanStats,
 ) -> Decision {
-    if is_kept_verbatim(batch) {
-        return Decision::Copy;
+    let horizon = batch.has_delete_horizon().then(|| batch.base_timestamp());
+    if batch.is_control() {
+        return decide_marker(ctx, batch, ends_group, horizon, txns, buffers, stats);
     }
+    let aborted = txns.on_data(batch);
     let producer_last = batch.producer_id() >= 0
         && ctx.producer_last_batches.contains(&(
             batch.producer_id(),
@@ -193,7 +217,10 @@ fn decide(
             batch.last_sequence(),
         ));
     let keep_empty = producer_last || ends_group;
-    let horizon = batch.has_delete_horizon().then(|| batch.base_timestamp());
+    if aborted {
+        stats.aborted_batches_removed += 1;
+        return if keep_empty { Decision::Empty } else { Decision::Drop };
+    }
     let tombstones_expired = horizon.is_some_and(|h| ctx.now_ms >= h);
     let records = match batch.records(ctx.config.max_uncompressed_batch_bytes) {
         Ok(records) => records,
@@ -233,6 +260,47 @@ fn decide(
         Decision::Copy
     } else {
         Decision::Rewrite(new_horizon)
+    }
+}
+
+/// A COMMIT or ABORT marker: kept while a batch of its transaction was read in this
+/// cleaning; then stamped with a delete horizon (now + `delete.retention.ms`) by the
+/// first cleaning that finds it removable, and removed by the first one after that
+/// horizon, unless it ends the group (the cleaned segment must end where the originals
+/// did; a later cleaning removes it).
+fn decide_marker(
+    ctx: &RewriteContext<'_>,
+    batch: &RecordBatch,
+    ends_group: bool,
+    horizon: Option<i64>,
+    txns: &mut TxnTracker,
+    buffers: &mut RewriteBuffers,
+    stats: &mut CleanStats,
+) -> Decision {
+    if !txns.on_control(batch) {
+        return Decision::Copy;
+    }
+    match horizon {
+        Some(h) if ctx.now_ms >= h && !ends_group => {
+            stats.markers_removed += 1;
+            Decision::Drop
+        }
+        Some(_) => Decision::Copy,
+        None => {
+            buffers.kept.clear();
+            let records = match batch.records(ctx.config.max_uncompressed_batch_bytes) {
+                Ok(records) => records,
+                Err(_) => return Decision::Copy,
+            };
+            for record in records {
+                let Ok(record) = record else { return Decision::Copy };
+                buffers.kept.push(record);
+            }
+            if buffers.kept.is_empty() {
+                return Decision::Copy;
+            }
+            Decision::Rewrite(Some(ctx.now_ms.saturating_add(ctx.config.delete_retention_ms)))
+        }
     }
 }
 

@@ -26,11 +26,19 @@ pub(crate) struct CleanerState {
     in_progress: Mutex<()>,
     /// Cached `cleaner-offset-checkpoint`.
     checkpoint: AtomicI64,
+    /// The earliest delete horizon among the batches the last cleaning kept (tombstones
+    /// and transaction markers stamped by KIP-534), `i64::MAX` if none or unknown (after
+    /// a restart, until a cleaning runs).
+    pending_horizon: AtomicI64,
 }
 
 impl Default for CleanerState {
     fn default() -> Self {
-        CleanerState { in_progress: Mutex::new(()), checkpoint: AtomicI64::new(CHECKPOINT_UNKNOWN) }
+        CleanerState {
+            in_progress: Mutex::new(()),
+            checkpoint: AtomicI64::new(CHECKPOINT_UNKNOWN),
+            pending_horizon: AtomicI64::new(i64::MAX),
+        }
     }
 }
 
@@ -52,6 +60,12 @@ impl Log {
             self.cleaner_state.checkpoint.store(offset, Ordering::Release);
         }
         (offset >= 0).then_some(offset)
+    }
+
+    /// Records the earliest delete horizon the last cleaning left in the log, so the
+    /// cleaner comes back when it passes even if nothing new is dirty.
+    pub(crate) fn set_pending_horizon(&self, horizon_ms: Option<i64>) {
+        self.cleaner_state.pending_horizon.store(horizon_ms.unwrap_or(i64::MAX), Ordering::Release);
     }
 
     /// Durably records `offset` as the first dirty offset.
@@ -80,8 +94,14 @@ impl Log {
                 aborted_txns,
             });
         }
+        let mut active_aborted_txns = Vec::new();
+        if let Some(active) = inner.segments.get(&active_base_offset) {
+            active.txn_index().collect(i64::MIN, i64::MAX, &mut active_aborted_txns);
+        }
         let log_end_offset = inner.log_end_offset();
         Ok(LogView {
+            active_aborted_txns,
+            pending_horizon_ms: self.cleaner_state.pending_horizon.load(Ordering::Acquire),
             dir: self.dir.clone(),
             segments,
             active_base_offset,

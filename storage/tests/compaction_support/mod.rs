@@ -1,4 +1,5 @@
-//! Helpers of the compaction tests (`compaction.rs`, `compaction_crash.rs`): a
+//! Helpers of the compaction tests (`compaction.rs`, `compaction_crash.rs`,
+//! `compaction_txn.rs`): a
 //! compacted log config, keyed batches, reading a log back across holes, and the model
 //! of what compaction must keep.
 #![allow(dead_code)]
@@ -7,7 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use strata_protocol::records::{Compression, NewRecord, RecordBatch, RecordBatchBuilder, RecordBatches};
+use strata_protocol::records::{
+    Compression, EndTxnMarker, EndTxnMarkerBatch, NewRecord, RecordBatch, RecordBatchBuilder, RecordBatches,
+};
 use strata_storage::{Cleaner, CleanerConfig, Log, LogConfig};
 
 pub const TOPIC: &str = "compacted";
@@ -134,4 +137,32 @@ pub fn churn(log: &Log, model: &mut Vec<Rec>, rounds: usize, keys: usize, ts: i6
         }
         put(log, model, &batch, ts);
     }
+}
+
+/// A batch of producer `pid` (transactional if `txn`) holding `records`.
+pub fn producer_batch(pid: i64, epoch: i16, seq: i32, records: &[(&str, Option<&str>)], txn: bool) -> Bytes {
+    let mut b = RecordBatchBuilder::new(0).producer(pid, epoch, seq).transactional(txn);
+    for (k, v) in records {
+        b.append(&NewRecord::new(
+            100,
+            Some(Bytes::from(k.to_string())),
+            v.map(|v| Bytes::from(v.to_string())),
+        ))
+        .unwrap();
+    }
+    b.build().unwrap()
+}
+
+/// A COMMIT or ABORT marker batch of producer `pid`.
+pub fn marker(pid: i64, epoch: i16, commit: bool) -> Bytes {
+    let marker = if commit { EndTxnMarker::commit(0) } else { EndTxnMarker::abort(0) };
+    EndTxnMarkerBatch {
+        producer_id: pid,
+        producer_epoch: epoch,
+        partition_leader_epoch: 0,
+        timestamp: 100,
+        marker,
+    }
+    .build(0)
+    .unwrap()
 }

@@ -1,11 +1,14 @@
-//! KIP-890 part 1 for TxnOffsetCommit: the broker accepts a transactional offset commit
-//! only while the producer's ongoing transaction includes the group (AddOffsetsToTxn),
-//! as Kafka's group coordinator verifies it. A refused commit leaves nothing pending: a
-//! `require_stable` OffsetFetch of its partition answers at once, with no offset.
-//!
-//! Drives the real `strata` binary over raw frames encoded with `strata-protocol`.
+//! Offsets committed in transactions (TxnOffsetCommit), against the real `strata`
+//! binary over raw frames encoded with `strata-protocol`:
+//! - KIP-890 part 1: the broker accepts a transactional offset commit only while the
+//!   producer's ongoing transaction includes the group (AddOffsetsToTxn), as Kafka's
+//!   group coordinator verifies it; a refused commit leaves nothing pending.
+//! - `__consumer_offsets` stays bounded when every commit is transactional (a stream
+//!   engine's sink commits at every checkpoint): compaction removes aborted commits,
+//!   superseded committed ones and, after them, their markers; after `kill -9` the group
+//!   reads back its last committed offset, stable.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -82,6 +85,20 @@ impl Conn {
                     std::thread::sleep(Duration::from_millis(50))
                 }
                 other => bail!("InitProducerId answered {other:?}"),
+            }
+        }
+    }
+
+    /// AddOffsetsToTxn, retried while the previous transaction's markers are written.
+    fn add_offsets_retrying(&mut self, producer_id: i64, producer_epoch: i16) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.add_offsets(producer_id, producer_epoch)? {
+                ErrorCode::None => return Ok(()),
+                ErrorCode::ConcurrentTransactions if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2))
+                }
+                other => bail!("AddOffsetsToTxn answered {other:?}"),
             }
         }
     }
@@ -195,4 +212,78 @@ fn a_txn_offset_commit_needs_the_group_in_the_ongoing_transaction() -> Result<()
     assert_eq!(c.txn_commit(pid, epoch, 8)?, ErrorCode::InvalidTxnState);
     assert_eq!(c.fetch_stable()?, (ErrorCode::None, 7));
     Ok(())
+}
+
+/// Total size of the `.log` files of `__consumer_offsets-0`.
+fn offsets_log_bytes(broker: &BrokerProcess) -> Result<u64> {
+    let dir = broker.data_dir().join("__consumer_offsets-0");
+    let mut total = 0;
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().ends_with(".log") {
+            total += entry.metadata()?.len();
+        }
+    }
+    Ok(total)
+}
+
+#[test]
+fn offsets_committed_in_transactions_stay_bounded_and_survive_kill_9() -> Result<()> {
+    const TRANSACTIONS: i64 = 3_000;
+    let mut broker = BrokerProcess::start(&[
+        "offsets.topic.num.partitions=1",
+        "transaction.state.log.num.partitions=1",
+        "offsets.topic.segment.bytes=16384",
+        "log.cleaner.backoff.ms=100",
+        "log.cleaner.delete.retention.ms=0",
+    ])?;
+    let mut c = Conn::connect(&broker)?;
+    let (pid, epoch) = c.init_producer()?;
+    let mut last_committed = -1;
+    for i in 0..TRANSACTIONS {
+        c.add_offsets_retrying(pid, epoch)?;
+        assert_eq!(c.txn_commit(pid, epoch, i)?, ErrorCode::None, "commit {i}");
+        // Every fifth transaction is aborted.
+        let commit = i % 5 != 4;
+        assert_eq!(c.end_txn(pid, epoch, commit)?, ErrorCode::None, "end of transaction {i}");
+        if commit {
+            last_committed = i;
+        }
+    }
+
+    // Uncompacted: a commit batch and a marker per transaction, 600 KB. Compacted: the
+    // active segment (at most 16 KiB) and the latest commit. Markers go three cleanings
+    // after their data, and once writes stop the passed delete horizons (0 here) bring
+    // the cleaner back until they are gone. Before transactional data was compacted,
+    // all of it stayed.
+    let limit = 24_000;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut size = offsets_log_bytes(&broker)?;
+    while size > limit && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        size = offsets_log_bytes(&broker)?;
+    }
+    assert!(
+        size <= limit,
+        "__consumer_offsets holds {size} bytes after compaction\n{}",
+        broker.log_contents()
+    );
+
+    broker.kill()?;
+    broker.restart()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = Conn::connect(&broker).and_then(|mut c| c.fetch_stable());
+        match got {
+            Ok(got) => {
+                assert_eq!(got, (ErrorCode::None, last_committed), "offsets after kill -9 and restart");
+                return Ok(());
+            }
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("waiting for the coordinator: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
