@@ -106,6 +106,20 @@ impl BrokerProcess {
         self.tmp.path().join("data")
     }
 
+    /// Total bytes of the segment files (`.log`) of `<topic>-<partition>` in the data
+    /// directory: what compaction and retention are judged by.
+    pub fn segment_bytes(&self, topic: &str, partition: i32) -> Result<u64> {
+        let dir = self.data_dir().join(format!("{topic}-{partition}"));
+        let mut total = 0;
+        for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+            let entry = entry?;
+            if entry.file_name().to_string_lossy().ends_with(".log") {
+                total += entry.metadata()?.len();
+            }
+        }
+        Ok(total)
+    }
+
     /// Path of the current stderr log file.
     pub fn log_path(&self) -> PathBuf {
         self.tmp.path().join(format!("broker-{}.log", self.starts))

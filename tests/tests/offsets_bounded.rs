@@ -6,7 +6,7 @@
 //! OffsetFetch v7 encoded with `strata-protocol`), pipelined in windows so the run
 //! takes seconds.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use bytes::Bytes;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -95,18 +95,6 @@ fn connect(broker: &BrokerProcess) -> Result<TcpStream> {
     Ok(s)
 }
 
-fn offsets_log_bytes(broker: &BrokerProcess) -> Result<u64> {
-    let dir = broker.data_dir().join("__consumer_offsets-0");
-    let mut total = 0;
-    for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
-        let entry = entry?;
-        if entry.file_name().to_string_lossy().ends_with(".log") {
-            total += entry.metadata()?.len();
-        }
-    }
-    Ok(total)
-}
-
 #[test]
 fn a_million_commits_of_one_group_stay_bounded() -> Result<()> {
     let mut broker = BrokerProcess::start(&[
@@ -145,10 +133,10 @@ fn a_million_commits_of_one_group_stay_bounded() -> Result<()> {
     // records per key remain (the active segment is never cleaned).
     let deadline = Instant::now() + Duration::from_secs(120);
     let limit = 4 << 20;
-    let mut size = offsets_log_bytes(&broker)?;
+    let mut size = broker.segment_bytes("__consumer_offsets", 0)?;
     while size > limit && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
-        size = offsets_log_bytes(&broker)?;
+        size = broker.segment_bytes("__consumer_offsets", 0)?;
     }
     assert!(
         size <= limit,

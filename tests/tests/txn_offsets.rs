@@ -8,7 +8,7 @@
 //!   superseded committed ones and, after them, their markers; after `kill -9` the group
 //!   reads back its last committed offset, stable.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use bytes::Bytes;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -214,19 +214,6 @@ fn a_txn_offset_commit_needs_the_group_in_the_ongoing_transaction() -> Result<()
     Ok(())
 }
 
-/// Total size of the `.log` files of `__consumer_offsets-0`.
-fn offsets_log_bytes(broker: &BrokerProcess) -> Result<u64> {
-    let dir = broker.data_dir().join("__consumer_offsets-0");
-    let mut total = 0;
-    for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
-        let entry = entry?;
-        if entry.file_name().to_string_lossy().ends_with(".log") {
-            total += entry.metadata()?.len();
-        }
-    }
-    Ok(total)
-}
-
 #[test]
 fn offsets_committed_in_transactions_stay_bounded_and_survive_kill_9() -> Result<()> {
     const TRANSACTIONS: i64 = 3_000;
@@ -258,10 +245,10 @@ fn offsets_committed_in_transactions_stay_bounded_and_survive_kill_9() -> Result
     // all of it stayed.
     let limit = 24_000;
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut size = offsets_log_bytes(&broker)?;
+    let mut size = broker.segment_bytes("__consumer_offsets", 0)?;
     while size > limit && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
-        size = offsets_log_bytes(&broker)?;
+        size = broker.segment_bytes("__consumer_offsets", 0)?;
     }
     assert!(
         size <= limit,
