@@ -26,6 +26,13 @@ TXN_BROKER = {
     "transaction.state.log.num.partitions": "5",
     "group.min.session.timeout.ms": "2000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    # Small internal segments and an eager cleaner: compaction of __consumer_offsets and
+    # __transaction_state (aborted offset commits removed, markers after their data)
+    # runs while the transaction tests commit, abort and kill.
+    "offsets.topic.segment.bytes": "16384",
+    "transaction.state.log.segment.bytes": "16384",
+    "log.cleaner.backoff.ms": "200",
+    "log.cleaner.delete.retention.ms": "1000",
 }
 
 
