@@ -57,7 +57,9 @@ use crate::log::Log;
 use offset_map::{OffsetMap, BYTES_PER_ENTRY};
 use rewrite::{RewriteBuffers, RewriteContext};
 
-pub(crate) use checkpoint::{read as read_checkpoint, write as write_checkpoint};
+pub(crate) use checkpoint::{
+    read as read_checkpoint, read_horizon, write as write_checkpoint, write_horizon,
+};
 
 /// Settings of one cleaner (Kafka's broker-level `log.cleaner.*` keys).
 #[derive(Debug, Clone, PartialEq)]
@@ -300,7 +302,7 @@ impl Cleaner {
             stats.segments_written += 1;
         }
         log.write_cleaner_checkpoint(end_offset)?;
-        log.set_pending_horizon(stats.pending_horizon_ms);
+        log.set_pending_horizon(stats.pending_horizon_ms)?;
         stats.end_offset = end_offset;
         stats.outcome = CleanOutcome::Cleaned;
         tracing::info!(

@@ -18,6 +18,8 @@ const SWAP_SUFFIX: &str = ".swap";
 const CHECKPOINT_UNKNOWN: i64 = -2;
 /// `CleanerState::checkpoint` when there is no checkpoint.
 const NO_CHECKPOINT: i64 = -1;
+/// `CleanerState::pending_horizon` before its file was read.
+const HORIZON_UNKNOWN: i64 = i64::MIN;
 
 /// Per-log cleaner bookkeeping, outside the log's main lock.
 #[derive(Debug)]
@@ -27,8 +29,8 @@ pub(crate) struct CleanerState {
     /// Cached `cleaner-offset-checkpoint`.
     checkpoint: AtomicI64,
     /// The earliest delete horizon among the batches the last cleaning kept (tombstones
-    /// and transaction markers stamped by KIP-534), `i64::MAX` if none or unknown (after
-    /// a restart, until a cleaning runs).
+    /// and transaction markers stamped by KIP-534), `i64::MAX` if none; cached
+    /// `cleaner-delete-horizon`.
     pending_horizon: AtomicI64,
 }
 
@@ -37,7 +39,7 @@ impl Default for CleanerState {
         CleanerState {
             in_progress: Mutex::new(()),
             checkpoint: AtomicI64::new(CHECKPOINT_UNKNOWN),
-            pending_horizon: AtomicI64::new(i64::MAX),
+            pending_horizon: AtomicI64::new(HORIZON_UNKNOWN),
         }
     }
 }
@@ -62,10 +64,27 @@ impl Log {
         (offset >= 0).then_some(offset)
     }
 
-    /// Records the earliest delete horizon the last cleaning left in the log, so the
-    /// cleaner comes back when it passes even if nothing new is dirty.
-    pub(crate) fn set_pending_horizon(&self, horizon_ms: Option<i64>) {
-        self.cleaner_state.pending_horizon.store(horizon_ms.unwrap_or(i64::MAX), Ordering::Release);
+    /// Durably records the earliest delete horizon the last cleaning left in the log, so
+    /// the cleaner comes back when it passes even if nothing new is dirty, also after a
+    /// restart. The file is rewritten only when the value changes.
+    pub(crate) fn set_pending_horizon(&self, horizon_ms: Option<i64>) -> Result<()> {
+        let value = horizon_ms.unwrap_or(i64::MAX);
+        if self.pending_horizon() != value {
+            cleaner::write_horizon(&self.dir, horizon_ms)?;
+        }
+        self.cleaner_state.pending_horizon.store(value, Ordering::Release);
+        Ok(())
+    }
+
+    /// The pending delete horizon (`i64::MAX`: none), read from its file the first time.
+    fn pending_horizon(&self) -> i64 {
+        let value = self.cleaner_state.pending_horizon.load(Ordering::Acquire);
+        if value != HORIZON_UNKNOWN {
+            return value;
+        }
+        let value = cleaner::read_horizon(&self.dir).unwrap_or(i64::MAX);
+        self.cleaner_state.pending_horizon.store(value, Ordering::Release);
+        value
     }
 
     /// Durably records `offset` as the first dirty offset.
@@ -77,6 +96,7 @@ impl Log {
 
     /// The inactive segments and offsets the cleaner works from, taken under the read lock.
     pub(crate) fn cleaner_view(&self) -> Result<LogView> {
+        let pending_horizon_ms = self.pending_horizon();
         let inner = self.read_inner();
         self.check_open(&inner)?;
         let active_base_offset = inner.segments.keys().next_back().copied().unwrap_or(inner.log_start_offset);
@@ -101,7 +121,7 @@ impl Log {
         let log_end_offset = inner.log_end_offset();
         Ok(LogView {
             active_aborted_txns,
-            pending_horizon_ms: self.cleaner_state.pending_horizon.load(Ordering::Acquire),
+            pending_horizon_ms,
             dir: self.dir.clone(),
             segments,
             active_base_offset,
