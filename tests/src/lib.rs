@@ -120,6 +120,32 @@ impl BrokerProcess {
         Ok(total)
     }
 
+    /// Waits up to `timeout` for the segment files of `<topic>-<partition>` to shrink to
+    /// `limit` bytes (compaction, retention), polling every 100 ms; fails with the size
+    /// reached and the broker's log otherwise.
+    pub fn await_segment_bytes_at_most(
+        &self,
+        topic: &str,
+        partition: i32,
+        limit: u64,
+        timeout: Duration,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let size = self.segment_bytes(topic, partition)?;
+            if size <= limit {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{topic}-{partition} holds {size} bytes after {timeout:?}, more than {limit}\n{}",
+                    self.log_contents()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Path of the current stderr log file.
     pub fn log_path(&self) -> PathBuf {
         self.tmp.path().join(format!("broker-{}.log", self.starts))

@@ -131,18 +131,7 @@ fn a_million_commits_of_one_group_stay_bounded() -> Result<()> {
 
     // Uncompacted, a million commits are tens of megabytes; compacted, a handful of
     // records per key remain (the active segment is never cleaned).
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let limit = 4 << 20;
-    let mut size = broker.segment_bytes("__consumer_offsets", 0)?;
-    while size > limit && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        size = broker.segment_bytes("__consumer_offsets", 0)?;
-    }
-    assert!(
-        size <= limit,
-        "__consumer_offsets holds {size} bytes after compaction\n{}",
-        broker.log_contents()
-    );
+    broker.await_segment_bytes_at_most("__consumer_offsets", 0, 4 << 20, Duration::from_secs(120))?;
 
     broker.kill()?;
     broker.restart()?;

@@ -244,17 +244,7 @@ fn offsets_committed_in_transactions_stay_bounded_and_survive_kill_9() -> Result
     // the cleaner back until they are gone. Before transactional data was compacted,
     // all of it stayed.
     let limit = 24_000;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut size = broker.segment_bytes("__consumer_offsets", 0)?;
-    while size > limit && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-        size = broker.segment_bytes("__consumer_offsets", 0)?;
-    }
-    assert!(
-        size <= limit,
-        "__consumer_offsets holds {size} bytes after compaction\n{}",
-        broker.log_contents()
-    );
+    broker.await_segment_bytes_at_most("__consumer_offsets", 0, limit, Duration::from_secs(60))?;
 
     broker.kill()?;
     broker.restart()?;
