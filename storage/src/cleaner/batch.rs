@@ -30,7 +30,7 @@ const KEPT_ATTRIBUTES: i16 = 0x3f;
 /// Attribute bits of an empty batch: no codec, no delete horizon.
 const EMPTY_BATCH_ATTRIBUTES: i16 = 0x38;
 /// Attribute bit 6: the base timestamp holds the delete horizon (KIP-534).
-const DELETE_HORIZON_BIT: i16 = 1 << 6;
+pub(super) const DELETE_HORIZON_BIT: i16 = 1 << 6;
 
 /// Appends to `out` a batch holding `records` (a non-empty, ordered subset of
 /// `original`'s records) with `delete_horizon_ms` as its horizon if any. `scratch` is

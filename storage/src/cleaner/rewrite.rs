@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use strata_protocol::records::{Record, RecordBatch, RecordBatchHeader};
 
-use super::batch::{write_empty, write_retained};
+use super::batch::{write_empty, write_retained, DELETE_HORIZON_BIT};
 use super::offset_map::OffsetMap;
 use super::range::{LogView, SegmentView};
 use super::reader::BatchReader;
@@ -186,9 +186,6 @@ fn flush_out(cleaned: &mut LogSegment, buffers: &mut RewriteBuffers) -> Result<(
     buffers.metas.clear();
     Ok(())
 }
-
-/// Attribute bit 6 of a batch: its base timestamp holds the delete horizon (KIP-534).
-const DELETE_HORIZON_BIT: i16 = 1 << 6;
 
 fn modified(segment: &SegmentView) -> SystemTime {
     segment.file.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
