@@ -1,8 +1,9 @@
 //! Log compaction (the cleaner): keyed updates shrink to the latest record per key with
 //! offsets preserved and reads working across the holes; tombstones live until
-//! `delete.retention.ms` after their first cleaning; the active segment, the high
-//! watermark and `min.compaction.lag.ms` bound what is cleaned; the dirty ratio and its
-//! checkpoint gate cleaning across restarts; compressed and idempotent batches;
+//! `delete.retention.ms` after their first cleaning (a passed horizon brings the cleaner
+//! back, also after a restart); the active segment, the high watermark and
+//! `min.compaction.lag.ms` bound what is cleaned; the dirty ratio and its checkpoint
+//! gate cleaning across restarts; compressed and idempotent batches;
 //! `compact,delete` retention. Crashes and scale: `compaction_crash.rs`; transactions:
 //! `compaction_txn.rs`.
 
@@ -397,4 +398,35 @@ fn readers_of_replaced_segments_keep_reading_and_appends_go_on() {
     model.sort();
     assert_eq!(read_all(&log), latest(&model, true));
     assert_eq!(log.log_end_offset(), 1_600);
+}
+
+#[test]
+fn a_pending_delete_horizon_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), compact_config(), true);
+    let mut model = Vec::new();
+    put(&log, &mut model, &[("k", Some("v"))], 100);
+    put(&log, &mut model, &[("k", None)], 100);
+    churn(&log, &mut model, 10, 3, 100);
+    log.roll().unwrap();
+    // The first cleaning keeps the tombstone of "k" and stamps it with now + 1 s.
+    let stats = cleaner().clean(&log, 100, i64::MAX).unwrap();
+    assert_eq!(stats.pending_horizon_ms, Some(1_100));
+    assert!(part_dir(dir.path()).join("cleaner-delete-horizon").exists());
+    drop(log);
+
+    for clean_shutdown in [true, false] {
+        let log = open(dir.path(), compact_config(), clean_shutdown);
+        let mut cleaner = cleaner();
+        assert_eq!(cleaner.clean(&log, 1_099, i64::MAX).unwrap().outcome, CleanOutcome::NotDue);
+        if clean_shutdown {
+            continue;
+        }
+        // After the horizon, with nothing dirty, the restarted log is due again.
+        let stats = cleaner.clean(&log, 1_100, i64::MAX).unwrap();
+        assert_eq!(stats.outcome, CleanOutcome::Cleaned);
+        assert!(stats.tombstones_removed > 0);
+        assert_eq!(read_all(&log), latest(&model, false));
+        assert_eq!(cleaner.clean(&log, 2_000, i64::MAX).unwrap().outcome, CleanOutcome::NotDue);
+    }
 }

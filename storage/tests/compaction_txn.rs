@@ -186,34 +186,3 @@ fn passed_delete_horizons_bring_the_cleaner_back_without_new_writes() {
     let data: Vec<RecordBatch> = all_batches(&log).into_iter().filter(|b| !b.is_control()).collect();
     assert_eq!(records(&data), latest(&model, false));
 }
-
-#[test]
-fn a_pending_delete_horizon_survives_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = open(dir.path(), compact_config(), true);
-    let mut model = Vec::new();
-    put(&log, &mut model, &[("k", Some("v"))], 100);
-    put(&log, &mut model, &[("k", None)], 100);
-    churn(&log, &mut model, 10, 3, 100);
-    log.roll().unwrap();
-    // The first cleaning keeps the tombstone of "k" and stamps it with now + 1 s.
-    let stats = cleaner().clean(&log, 100, i64::MAX).unwrap();
-    assert_eq!(stats.pending_horizon_ms, Some(1_100));
-    assert!(part_dir(dir.path()).join("cleaner-delete-horizon").exists());
-    drop(log);
-
-    for clean_shutdown in [true, false] {
-        let log = open(dir.path(), compact_config(), clean_shutdown);
-        let mut cleaner = cleaner();
-        assert_eq!(cleaner.clean(&log, 1_099, i64::MAX).unwrap().outcome, CleanOutcome::NotDue);
-        if clean_shutdown {
-            continue;
-        }
-        // After the horizon, with nothing dirty, the restarted log is due again.
-        let stats = cleaner.clean(&log, 1_100, i64::MAX).unwrap();
-        assert_eq!(stats.outcome, CleanOutcome::Cleaned);
-        assert!(stats.tombstones_removed > 0);
-        assert_eq!(read_all(&log), latest(&model, false));
-        assert_eq!(cleaner.clean(&log, 2_000, i64::MAX).unwrap().outcome, CleanOutcome::NotDue);
-    }
-}

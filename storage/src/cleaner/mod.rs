@@ -281,11 +281,16 @@ impl Cleaner {
             now_ms,
             producer_last_batches: &producer_last_batches,
             io_buffer_bytes: self.config.io_buffer_bytes,
-            view: &view,
         };
         let to_clean: Vec<SegmentView> =
             view.segments.iter().filter(|s| s.base_offset < end_offset).cloned().collect();
+        // One search of the transaction indexes for the whole rewritten range: the
+        // tracker starts each abort when the log reaches its first offset.
         let mut txns = rewrite::TxnTracker::default();
+        txns.add_aborted(view.aborted_overlapping(
+            view.log_start_offset,
+            end_offset.max(to_clean.last().map_or(end_offset, |s| s.next_offset)),
+        ));
         for group in range::group_segments(&to_clean, &config) {
             let group = &to_clean[group];
             let cleaned = rewrite::clean_group(&ctx, group, &mut txns, &mut self.buffers, &mut stats)?;
@@ -374,7 +379,6 @@ mod tests {
             now_ms: 100,
             producer_last_batches: &producers,
             io_buffer_bytes: 4096,
-            view: &view,
         };
         let mut txns = rewrite::TxnTracker::default();
         let cleaned =

@@ -10,7 +10,7 @@ use strata_protocol::records::{Record, RecordBatch, RecordBatchHeader};
 
 use super::batch::{write_empty, write_retained, DELETE_HORIZON_BIT};
 use super::offset_map::OffsetMap;
-use super::range::{LogView, SegmentView};
+use super::range::SegmentView;
 use super::reader::BatchReader;
 pub(super) use super::txn::TxnTracker;
 use super::CleanStats;
@@ -34,8 +34,6 @@ pub(super) struct RewriteContext<'a> {
     pub(super) now_ms: i64,
     pub(super) producer_last_batches: &'a HashSet<ProducerLast>,
     pub(super) io_buffer_bytes: usize,
-    /// The log as this cleaning saw it (for the aborted transactions of each segment).
-    pub(super) view: &'a LogView,
 }
 
 /// Reusable buffers of the rewrite.
@@ -64,7 +62,8 @@ enum Decision {
 ///
 /// `txns` carries the transactions from group to group of one cleaning (a transaction's
 /// data may be in one group and its marker in the next), as Kafka's
-/// `CleanedTransactionMetadata` does.
+/// `CleanedTransactionMetadata` does; it holds the aborted transactions of the whole
+/// rewritten range.
 pub(super) fn clean_group(
     ctx: &RewriteContext<'_>,
     group: &[SegmentView],
@@ -101,8 +100,6 @@ fn fill(
     let last_with_data = group.iter().rposition(|s| s.size > 0);
     let mut last_modified = SystemTime::UNIX_EPOCH;
     for (i, segment) in group.iter().enumerate() {
-        let upper = group.get(i + 1).map_or(segment.next_offset, |next| next.base_offset);
-        txns.add_aborted(ctx.view.aborted_overlapping(segment.base_offset, upper));
         let mut reader = BatchReader::new(&segment.file, &segment.path, segment.size, ctx.io_buffer_bytes);
         while let Some(batch) = reader.next_batch()? {
             let ends_group = Some(i) == last_with_data && reader.is_done();
