@@ -15,6 +15,7 @@ pub mod handlers;
 mod internal_topics;
 mod log_cleaner;
 pub mod markers;
+pub mod metadata;
 pub mod producer_ids;
 pub mod replica;
 pub mod server;

@@ -2,6 +2,7 @@
 //! struct. Unknown keys are warned about; an invalid value stops start-up with an error
 //! that names the key and the value.
 
+pub mod cluster;
 mod properties;
 pub mod topic;
 
@@ -100,6 +101,8 @@ pub struct BrokerConfig {
     pub queued_max_requests: usize,
     /// Broker-level defaults of topic configs (`log.segment.bytes`, ...), by topic key.
     pub topic_defaults: topic::TopicDefaults,
+    /// Roles, controller quorum, inter-broker listener, replication tunables.
+    pub cluster: cluster::ClusterConfig,
     /// The raw key/value pairs given, for DescribeConfigs of the broker.
     pub raw: BTreeMap<String, String>,
 }
@@ -112,23 +115,15 @@ impl Default for BrokerConfig {
 
 /// Keys Kafka knows that Strata accepts without acting on them (no warning).
 const ACCEPTED_KEYS: &[&str] = &[
-    "process.roles",
-    "controller.quorum.voters",
     "controller.quorum.bootstrap.servers",
-    "controller.listener.names",
-    "inter.broker.listener.name",
     "listener.security.protocol.map",
     "num.network.threads",
     "num.io.threads",
     "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir",
-    "offsets.topic.replication.factor",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
     "zookeeper.connect",
     "zookeeper.connection.timeout.ms",
-    "metadata.log.dir",
     "broker.id.generation.enable",
     "log.cleaner.enable",
     // Read by the group and transaction coordinators (group_service.rs, txn_service.rs).
@@ -164,9 +159,10 @@ impl BrokerConfig {
         };
         let node_id = i32::try_from(node_id).map_err(|_| p.invalid("node.id", "out of range"))?;
         let listeners = parse_listeners("listeners", &p.string("listeners", "PLAINTEXT://127.0.0.1:9092"))?;
+        let cluster = cluster::ClusterConfig::parse(&mut p, node_id, &listeners)?;
         let advertised_listeners = match p.opt_string("advertised.listeners") {
             Some(v) => parse_listeners("advertised.listeners", &v)?,
-            None => listeners.clone(),
+            None => listeners.iter().filter(|l| !cluster.is_controller_listener(&l.name)).cloned().collect(),
         };
         let dirs = match p.opt_string("log.dirs") {
             Some(v) => v,
@@ -215,6 +211,7 @@ impl BrokerConfig {
             rack,
             queued_max_requests,
             topic_defaults,
+            cluster,
             raw,
         })
     }
