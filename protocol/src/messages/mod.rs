@@ -5,8 +5,13 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod allocate_producer_ids;
 pub mod alter_configs;
+pub mod alter_partition;
+pub mod alter_partition_reassignments;
 pub mod api_versions;
+pub mod broker_heartbeat;
+pub mod broker_registration;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -16,7 +21,9 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_producers;
+pub mod describe_quorum;
 pub mod describe_transactions;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
@@ -27,6 +34,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
@@ -38,6 +46,7 @@ pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod unregister_broker;
 pub mod write_txn_markers;
 
 crate::apis! {
@@ -71,10 +80,19 @@ crate::apis! {
     SaslAuthenticate = 36 => sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse},
     CreatePartitions = 37 => create_partitions::{CreatePartitionsRequest, CreatePartitionsResponse},
     DeleteGroups = 42 => delete_groups::{DeleteGroupsRequest, DeleteGroupsResponse},
+    ElectLeaders = 43 => elect_leaders::{ElectLeadersRequest, ElectLeadersResponse},
     IncrementalAlterConfigs = 44 => incremental_alter_configs::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse},
+    AlterPartitionReassignments = 45 => alter_partition_reassignments::{AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse},
+    ListPartitionReassignments = 46 => list_partition_reassignments::{ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse},
     OffsetDelete = 47 => offset_delete::{OffsetDeleteRequest, OffsetDeleteResponse},
+    DescribeQuorum = 55 => describe_quorum::{DescribeQuorumRequest, DescribeQuorumResponse},
+    AlterPartition = 56 => alter_partition::{AlterPartitionRequest, AlterPartitionResponse},
     DescribeCluster = 60 => describe_cluster::{DescribeClusterRequest, DescribeClusterResponse},
     DescribeProducers = 61 => describe_producers::{DescribeProducersRequest, DescribeProducersResponse},
+    BrokerRegistration = 62 => broker_registration::{BrokerRegistrationRequest, BrokerRegistrationResponse},
+    BrokerHeartbeat = 63 => broker_heartbeat::{BrokerHeartbeatRequest, BrokerHeartbeatResponse},
+    UnregisterBroker = 64 => unregister_broker::{UnregisterBrokerRequest, UnregisterBrokerResponse},
     DescribeTransactions = 65 => describe_transactions::{DescribeTransactionsRequest, DescribeTransactionsResponse},
     ListTransactions = 66 => list_transactions::{ListTransactionsRequest, ListTransactionsResponse},
+    AllocateProducerIds = 67 => allocate_producer_ids::{AllocateProducerIdsRequest, AllocateProducerIdsResponse},
 }

@@ -94,6 +94,23 @@ pub fn visit(api: ApiKey, v: &mut impl Visitor) {
             DescribeTransactionsRequest, DescribeTransactionsResponse
         },
         ListTransactions => list_transactions::{ListTransactionsRequest, ListTransactionsResponse},
+        ElectLeaders => elect_leaders::{ElectLeadersRequest, ElectLeadersResponse},
+        AlterPartitionReassignments => alter_partition_reassignments::{
+            AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
+        },
+        ListPartitionReassignments => list_partition_reassignments::{
+            ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
+        },
+        DescribeQuorum => describe_quorum::{DescribeQuorumRequest, DescribeQuorumResponse},
+        AlterPartition => alter_partition::{AlterPartitionRequest, AlterPartitionResponse},
+        BrokerRegistration => broker_registration::{
+            BrokerRegistrationRequest, BrokerRegistrationResponse
+        },
+        BrokerHeartbeat => broker_heartbeat::{BrokerHeartbeatRequest, BrokerHeartbeatResponse},
+        UnregisterBroker => unregister_broker::{UnregisterBrokerRequest, UnregisterBrokerResponse},
+        AllocateProducerIds => allocate_producer_ids::{
+            AllocateProducerIdsRequest, AllocateProducerIdsResponse
+        },
     }
 }
 

@@ -29,6 +29,9 @@ APIS = [
     "TxnOffsetCommit", "DescribeConfigs", "AlterConfigs", "SaslAuthenticate",
     "CreatePartitions", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete",
     "DescribeCluster", "DescribeProducers", "DescribeTransactions", "ListTransactions",
+    "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments",
+    "DescribeQuorum", "AlterPartition", "BrokerRegistration", "BrokerHeartbeat",
+    "UnregisterBroker", "AllocateProducerIds",
 ]
 
 RUST_KEYWORDS = {"type", "match"}
