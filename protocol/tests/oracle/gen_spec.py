@@ -33,6 +33,8 @@ APIS = [
     "DescribeQuorum", "AlterPartition", "BrokerRegistration", "BrokerHeartbeat",
     "UnregisterBroker", "AllocateProducerIds",
 ]
+# Strata's own APIs (StrataRaft, StrataMetadataFetch) have no Kafka spec and are not
+# listed: their tests are in protocol/tests/private_apis.rs.
 
 RUST_KEYWORDS = {"type", "match"}
 

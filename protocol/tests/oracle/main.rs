@@ -1,12 +1,13 @@
 //! Round-trip tests of Strata's codec against kafka-protocol as an oracle.
 //!
-//! For every API in `ApiKey::ALL` and every version both codecs know, requests and
+//! For every API in `ApiKey::KAFKA` and every version both codecs know, requests and
 //! responses are built with kafka-protocol (random but legal at that version, see
 //! `fill.rs`), encoded by it, decoded by us and re-encoded by us: the bytes must be
 //! identical, and kafka-protocol must decode our bytes back to the value it started
 //! from. Defaults are checked both ways, unknown tagged fields must be skipped, and the
 //! whole-frame path (request header v1/v2, response header v0/v1) gets the same
-//! treatment. A failure names the API, version and seed that reproduce it.
+//! treatment. A failure names the API, version and seed that reproduce it. Strata's own
+//! APIs (`ApiKey::STRATA`) have no Kafka counterpart; `tests/private_apis.rs` tests them.
 //!
 //! Versions newer than kafka-protocol 0.15 (which follows Kafka 3.9) are checked against
 //! bytes laid out by hand from the Kafka 4.x specs in `newer.rs`.

@@ -155,7 +155,7 @@ impl Visitor for Bodies {
 
 fn run(requests: bool) -> Vec<String> {
     let mut v = Bodies { requests, failures: Vec::new() };
-    for &api in ApiKey::ALL {
+    for &api in ApiKey::KAFKA {
         apis::visit(api, &mut v);
     }
     v.failures
@@ -211,7 +211,7 @@ fn oracle_covers_every_codec_version_but_the_known_newer_ones() {
         }
     }
     let mut gaps = Gaps(Vec::new());
-    for &api in ApiKey::ALL {
+    for &api in ApiKey::KAFKA {
         apis::visit(api, &mut gaps);
     }
     assert_eq!(
