@@ -1,13 +1,58 @@
 //! The registry of APIs: the `apis!` macro turns the one list in `messages/mod.rs` into
 //! [`ApiKey`], and the request and response enums that the broker dispatches on.
+//!
+//! The list has two parts: Kafka's APIs, and Strata's own, which only Strata nodes send
+//! each other (on the controller listener) and which are never advertised to clients.
+//! Strata's keys start at [`STRATA_KEYS_FROM`](crate::messages::STRATA_KEYS_FROM), far
+//! above Kafka's, and the macro refuses to compile one below it.
 
 /// Builds [`ApiKey`](crate::ApiKey), [`RequestBody`](crate::RequestBody) and
 /// [`ResponseBody`](crate::ResponseBody) from the list of APIs.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! apis {
-    ($($name:ident = $key:literal => $module:ident::{$req:ident, $resp:ident}),* $(,)?) => {
-        /// A Kafka API the codec knows.
+    (
+        kafka {
+            $($kname:ident = $kkey:literal => $kmodule:ident::{$kreq:ident, $kresp:ident}),* $(,)?
+        }
+        strata {
+            $($sname:ident = $skey:literal => $smodule:ident::{$sreq:ident, $sresp:ident}),* $(,)?
+        }
+    ) => {
+        $crate::apis!(@registry
+            $($kname = $kkey => $kmodule::{$kreq, $kresp},)*
+            $($sname = $skey => $smodule::{$sreq, $sresp},)*
+        );
+
+        // A Strata key in Kafka's range could one day mean a Kafka API to a client.
+        const _: () = {
+            $(assert!(
+                $skey >= $crate::messages::STRATA_KEYS_FROM,
+                concat!(stringify!($sname), "'s key is in Kafka's range"),
+            );)*
+            $(assert!(
+                $kkey < $crate::messages::STRATA_KEYS_FROM,
+                concat!(stringify!($kname), "'s key is in Strata's range"),
+            );)*
+        };
+
+        impl ApiKey {
+            /// Kafka's APIs, in key order: those a Kafka client may send and that have a
+            /// Kafka spec.
+            pub const KAFKA: &'static [ApiKey] = &[$(ApiKey::$kname),*];
+
+            /// Strata's own APIs, in key order: sent only between Strata nodes on the
+            /// controller listener, never advertised to clients, with no Kafka spec.
+            pub const STRATA: &'static [ApiKey] = &[$(ApiKey::$sname),*];
+
+            /// True for Strata's own APIs (see [`ApiKey::STRATA`]).
+            pub fn is_strata_private(self) -> bool {
+                ApiKey::STRATA.contains(&self)
+            }
+        }
+    };
+    (@registry $($name:ident = $key:literal => $module:ident::{$req:ident, $resp:ident}),* $(,)?) => {
+        /// An API the codec knows: one of Kafka's, or Strata's own ([`ApiKey::STRATA`]).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(i16)]
         pub enum ApiKey {
@@ -18,7 +63,7 @@ macro_rules! apis {
         }
 
         impl ApiKey {
-            /// Every known API, in key order.
+            /// Every known API, Kafka's and Strata's own, in key order.
             pub const ALL: &'static [ApiKey] = &[$(ApiKey::$name),*];
 
             /// The API for a wire key, if the codec knows it.

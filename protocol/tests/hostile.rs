@@ -7,6 +7,9 @@
 //! counts that fit the frame but not memory, strings longer than the frame, negative
 //! lengths, every truncation of valid requests, random and mutated frames (proptest),
 //! random response bytes, and the frame decoder's reservation for a claimed length.
+//! Strata's own APIs (StrataRaft, StrataMetadataFetch) go through all of it too, and
+//! their opaque payloads must be refused when they claim more than the frame and be
+//! sliced from it, not copied, when they fit.
 
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -384,6 +387,13 @@ fn valid_requests() -> Vec<(RequestBody, i16)> {
         client_software_name: "strata-test".into(),
         client_software_version: "0.1".into(),
     };
+    // Strata's own APIs, between controllers and brokers.
+    let raft = strata_raft::StrataRaftRequest {
+        kind: strata_raft::RaftRpcKind::AppendEntries.into(),
+        payload: Bytes::from_static(b"entries"),
+    };
+    let metadata_fetch =
+        strata_metadata_fetch::StrataMetadataFetchRequest { node_id: 3, from_index: 41, max_wait_ms: 500 };
     vec![
         (RequestBody::Produce(produce.clone()), 3),
         (RequestBody::Produce(produce), 9),
@@ -399,6 +409,8 @@ fn valid_requests() -> Vec<(RequestBody, i16)> {
         (RequestBody::OffsetCommit(commit.clone()), 2),
         (RequestBody::OffsetCommit(commit), 9),
         (RequestBody::ApiVersions(versions), 3),
+        (RequestBody::StrataRaft(raft), 0),
+        (RequestBody::StrataMetadataFetch(metadata_fetch), 0),
     ]
 }
 
@@ -427,6 +439,65 @@ fn every_truncation_of_valid_requests_is_refused() {
             );
         }
     }
+}
+
+/// The opaque payloads of Strata's own APIs (Raft messages, metadata snapshots) claim
+/// lengths like any bytes field: a claim beyond the frame is refused before anything is
+/// reserved, in every position a length can be.
+#[test]
+fn strata_payloads_claiming_more_than_the_frame_are_refused() {
+    // uvarint 2^32-1, i.e. a compact length of 2^32-2 bytes, then a little data.
+    let huge: &[u8] = &[0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3];
+    // StrataRaft: kind, then the payload.
+    let mut frame = header(ApiKey::StrataRaft, 0);
+    frame.push(0);
+    frame.extend_from_slice(huge);
+    assert!(matches!(decode_bounded(&frame), Err(RequestError::Body(_, DecodeError::InvalidLength { .. }))));
+    // A length that fits the varint but not the frame (1 MiB claimed, 3 bytes sent).
+    let mut frame = header(ApiKey::StrataRaft, 0);
+    frame.extend_from_slice(&[2, 0x81, 0x80, 0x40, 1, 2, 3]);
+    assert!(matches!(decode_bounded(&frame), Err(RequestError::Body(_, DecodeError::InvalidLength { .. }))));
+
+    // Responses are decoded by the fetching broker: snapshot and records lengths.
+    let mut prefix = Vec::new();
+    prefix.extend_from_slice(&5i32.to_be_bytes()); // correlation id
+    prefix.push(0); // response header tags
+    prefix.extend_from_slice(&0i16.to_be_bytes()); // error code
+    prefix.extend_from_slice(&1i32.to_be_bytes()); // leader id
+    prefix.extend_from_slice(&9i64.to_be_bytes()); // applied index
+    for records_too in [false, true] {
+        let mut frame = prefix.clone();
+        if records_too {
+            frame.push(0); // snapshot: null, so records' length is the huge one
+        }
+        frame.extend_from_slice(huge);
+        let input = Bytes::from(frame);
+        let len = input.len();
+        let (r, largest) = largest_allocation(|| decode_response(input, ApiKey::StrataMetadataFetch, 0));
+        assert!(matches!(r, Err(DecodeError::InvalidLength { .. })), "{r:?}");
+        assert!(largest <= len + SLACK, "{largest}-byte allocation");
+    }
+    let mut frame = prefix.clone();
+    frame.truncate(5); // StrataRaft response: error code, then the payload
+    frame.extend_from_slice(&0i16.to_be_bytes());
+    frame.extend_from_slice(huge);
+    let (r, _) = largest_allocation(|| decode_response(Bytes::from(frame), ApiKey::StrataRaft, 0));
+    assert!(matches!(r, Err(DecodeError::InvalidLength { .. })), "{r:?}");
+}
+
+/// A payload is a slice of the frame, not a copy: a 1 MiB Raft message or snapshot
+/// decodes without a large allocation.
+#[test]
+fn strata_payloads_are_not_copied() {
+    let body = RequestBody::StrataRaft(strata_raft::StrataRaftRequest {
+        kind: strata_raft::RaftRpcKind::InstallSnapshot.into(),
+        payload: Bytes::from(vec![0x5a; 1 << 20]),
+    });
+    let frame = encode(&body, 0);
+    let input = frame.clone();
+    let (r, largest) = largest_allocation(|| decode_request(input));
+    assert_eq!(r.expect("decodes").body, body);
+    assert!(largest <= SLACK, "a {largest}-byte allocation for a {}-byte frame", frame.len());
 }
 
 #[test]
@@ -469,10 +540,11 @@ proptest! {
     /// Valid requests with a few bytes changed: the inputs most likely to get deep.
     #[test]
     fn mutated_valid_requests_never_panic(
-        which in 0..14usize,
+        which in any::<prop::sample::Index>(),
         edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
     ) {
-        let (body, version) = valid_requests().swap_remove(which);
+        let mut requests = valid_requests();
+        let (body, version) = requests.swap_remove(which.index(requests.len()));
         let mut frame = encode(&body, version).to_vec();
         for (at, byte) in edits {
             let i = at.index(frame.len());

@@ -9,7 +9,7 @@ use bytes::Bytes;
 /// API key of Fetch.
 pub const API_KEY: i16 = 1;
 /// Lowest and highest version the codec can decode.
-pub const VERSIONS: (i16, i16) = (0, 17);
+pub const VERSIONS: (i16, i16) = (0, 18);
 /// First version with the flexible encoding.
 pub const FLEXIBLE_FROM: i16 = 12;
 
@@ -28,6 +28,10 @@ crate::message! {
         log_start_offset: i64 [5..] = -1,
         partition_max_bytes: i32 [0..],
         replica_directory_id: Uuid [17..] tag 0,
+        /// The high watermark the follower knows, -1 if none, `i64::MAX` from a fetcher
+        /// that does not track it; tagged field 1, added in v18 (KIP-1166), so a leader
+        /// can answer at once when its high watermark moved past the follower's.
+        high_watermark: i64 [18..] tag 1 = i64::MAX,
     }
     /// An element of `FetchRequest.topics`.
     pub struct FetchTopic {
@@ -41,7 +45,7 @@ crate::message! {
         topic_id: Uuid [13..],
         partitions: Vec<i32> [7..],
     }
-    /// FetchRequest, versions 0-17.
+    /// FetchRequest, versions 0-18.
     pub struct FetchRequest {
         cluster_id: Option<String> [12..] tag 0,
         replica_id: i32 [0..=14] = -1,
@@ -103,7 +107,7 @@ crate::message! {
         port: i32 [16..],
         rack: Option<String> [16..],
     }
-    /// FetchResponse, versions 0-17.
+    /// FetchResponse, versions 0-18 (v18 is v17 again, KIP-1166).
     pub struct FetchResponse {
         throttle_time_ms: i32 [1..],
         error_code: i16 [7..],

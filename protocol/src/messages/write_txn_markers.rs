@@ -8,7 +8,7 @@ use bytes::Bytes;
 /// API key of WriteTxnMarkers.
 pub const API_KEY: i16 = 27;
 /// Lowest and highest version the codec can decode.
-pub const VERSIONS: (i16, i16) = (0, 1);
+pub const VERSIONS: (i16, i16) = (0, 2);
 /// First version with the flexible encoding.
 pub const FLEXIBLE_FROM: i16 = 1;
 
@@ -25,8 +25,11 @@ crate::message! {
         transaction_result: bool [0..],
         topics: Vec<WritableTxnMarkerTopic> [0..],
         coordinator_epoch: i32 [0..],
+        /// The transaction version the marker is written under (0 and 1 the classic
+        /// protocol, 2 KIP-890's); added in v2 (KIP-1228).
+        transaction_version: i8 [2..],
     }
-    /// WriteTxnMarkersRequest, versions 0-1.
+    /// WriteTxnMarkersRequest, versions 0-2.
     pub struct WriteTxnMarkersRequest {
         markers: Vec<WritableTxnMarker> [0..],
     }
@@ -45,7 +48,7 @@ crate::message! {
         producer_id: i64 [0..],
         topics: Vec<WritableTxnMarkerTopicResult> [0..],
     }
-    /// WriteTxnMarkersResponse, versions 0-1.
+    /// WriteTxnMarkersResponse, versions 0-2 (v2 is v1 again, KIP-1228).
     pub struct WriteTxnMarkersResponse {
         markers: Vec<WritableTxnMarkerResult> [0..],
     }

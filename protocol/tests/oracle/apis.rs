@@ -1,7 +1,8 @@
 //! The pairing of each of our APIs with kafka-protocol's types for it.
 //!
 //! The `match` is exhaustive over [`ApiKey`], so an API added to the codec does not
-//! compile here until it has an oracle.
+//! compile here until it has an oracle, or is listed as one of Strata's own APIs, which
+//! kafka-protocol does not know (their tests are in `tests/private_apis.rs`).
 
 use crate::fill::Fill;
 use kafka_protocol::messages as k;
@@ -36,16 +37,21 @@ pub trait StructVisitor {
 }
 
 macro_rules! dispatch {
-    ($api:expr, $v:expr; $($name:ident => $module:ident::{$req:ident, $resp:ident}),* $(,)?) => {
+    (
+        $api:expr, $v:expr;
+        $($name:ident => $module:ident::{$req:ident, $resp:ident}),* $(,)?;
+        strata: $($private:ident),* $(,)?
+    ) => {
         match $api {
             $(ApiKey::$name => $v.visit::<
                 k::$req, k::$resp, s::$module::$req, s::$module::$resp
             >($api),)*
+            $(ApiKey::$private)|* => panic!("{:?} is Strata's own API: kafka-protocol has no oracle for it", $api),
         }
     };
 }
 
-/// Runs `v` for `api`.
+/// Runs `v` for `api`, one of Kafka's APIs ([`ApiKey::KAFKA`]).
 pub fn visit(api: ApiKey, v: &mut impl Visitor) {
     dispatch! { api, v;
         Produce => produce::{ProduceRequest, ProduceResponse},
@@ -94,6 +100,24 @@ pub fn visit(api: ApiKey, v: &mut impl Visitor) {
             DescribeTransactionsRequest, DescribeTransactionsResponse
         },
         ListTransactions => list_transactions::{ListTransactionsRequest, ListTransactionsResponse},
+        ElectLeaders => elect_leaders::{ElectLeadersRequest, ElectLeadersResponse},
+        AlterPartitionReassignments => alter_partition_reassignments::{
+            AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
+        },
+        ListPartitionReassignments => list_partition_reassignments::{
+            ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
+        },
+        DescribeQuorum => describe_quorum::{DescribeQuorumRequest, DescribeQuorumResponse},
+        AlterPartition => alter_partition::{AlterPartitionRequest, AlterPartitionResponse},
+        BrokerRegistration => broker_registration::{
+            BrokerRegistrationRequest, BrokerRegistrationResponse
+        },
+        BrokerHeartbeat => broker_heartbeat::{BrokerHeartbeatRequest, BrokerHeartbeatResponse},
+        UnregisterBroker => unregister_broker::{UnregisterBrokerRequest, UnregisterBrokerResponse},
+        AllocateProducerIds => allocate_producer_ids::{
+            AllocateProducerIdsRequest, AllocateProducerIdsResponse
+        };
+        strata: StrataRaft, StrataMetadataFetch,
     }
 }
 

@@ -147,7 +147,7 @@ impl Visitor for Frames {
 #[test]
 fn every_frame_round_trips_through_kafka_protocol() {
     let mut v = Frames(Vec::new());
-    for &api in ApiKey::ALL {
+    for &api in ApiKey::KAFKA {
         apis::visit(api, &mut v);
     }
     crate::report("frames", &v.0);

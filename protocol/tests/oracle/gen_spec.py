@@ -29,7 +29,12 @@ APIS = [
     "TxnOffsetCommit", "DescribeConfigs", "AlterConfigs", "SaslAuthenticate",
     "CreatePartitions", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete",
     "DescribeCluster", "DescribeProducers", "DescribeTransactions", "ListTransactions",
+    "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments",
+    "DescribeQuorum", "AlterPartition", "BrokerRegistration", "BrokerHeartbeat",
+    "UnregisterBroker", "AllocateProducerIds",
 ]
+# Strata's own APIs (StrataRaft, StrataMetadataFetch) have no Kafka spec and are not
+# listed: their tests are in protocol/tests/private_apis.rs.
 
 RUST_KEYWORDS = {"type", "match"}
 
@@ -77,6 +82,31 @@ def vrange(spec, max_version):
     return int(spec), int(spec)
 
 
+def spec_struct_names(spec):
+    """Every struct name a message spec declares, nested ones and common structs used."""
+    structs, order = {spec["name"]: spec["fields"]}, [spec["name"]]
+    common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
+    collect(spec["fields"], structs, common, 0, order)
+    return order
+
+
+def rust_struct_name(kind, name, request_names):
+    """Our name for the struct `name` of a request or response spec.
+
+    Kafka names a request's and a response's structs independently (AlterPartition has
+    a `TopicData` in both), but one Rust module holds both: a response struct whose name
+    the request also uses is declared as `{name}Response`.
+    """
+    if kind == "response" and name in request_names:
+        return name + "Response"
+    return name
+
+
+def load_spec(spec_dir, message):
+    with open(os.path.join(spec_dir, message + ".json")) as fh:
+        return json.loads(strip_comments(fh.read()))
+
+
 def collect(fields, structs, common, max_version, order):
     """Walks a field list, recording every struct type it declares."""
     for f in fields:
@@ -110,8 +140,8 @@ def generate(spec_dir, kind):
     ]
     for api in APIS:
         msg = f"{api}{kind.capitalize()}"
-        with open(os.path.join(spec_dir, msg + ".json")) as fh:
-            spec = json.loads(strip_comments(fh.read()))
+        spec = load_spec(spec_dir, msg)
+        request_names = set(spec_struct_names(load_spec(spec_dir, f"{api}Request")))
         max_version = vrange(spec["validVersions"], 0)[1]
         common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
         structs, order = {msg: spec["fields"]}, [msg]
@@ -122,7 +152,7 @@ def generate(spec_dir, kind):
         out.append(f"mod {module} {{")
         out.append(f"    use kafka_protocol::messages::{module}::*;")
         for name in order:
-            pairs.append((api, module, snake(api), name))
+            pairs.append((api, module, snake(api), name, rust_struct_name(kind, name, request_names)))
             lines = [field_line(f, max_version) for f in structs[name]]
             out.append(f"    crate::fill!({classic}{name} {{")
             out.extend("        " + l for l in lines if l)
@@ -134,8 +164,8 @@ def generate(spec_dir, kind):
     out.append("    use kafka_protocol::messages as k;")
     out.append("    use strata_protocol::messages as s;")
     out.append("    use strata_protocol::ApiKey;")
-    for api, module, ours, name in pairs:
-        out.append(f'    v.visit::<k::{module}::{name}, s::{ours}::{name}>(ApiKey::{api}, "{name}");')
+    for api, module, ours, name, rust in pairs:
+        out.append(f'    v.visit::<k::{module}::{name}, s::{ours}::{rust}>(ApiKey::{api}, "{rust}");')
     out.append("}")
     return "\n".join(out) + "\n"
 

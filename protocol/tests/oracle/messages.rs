@@ -155,7 +155,7 @@ impl Visitor for Bodies {
 
 fn run(requests: bool) -> Vec<String> {
     let mut v = Bodies { requests, failures: Vec::new() };
-    for &api in ApiKey::ALL {
+    for &api in ApiKey::KAFKA {
         apis::visit(api, &mut v);
     }
     v.failures
@@ -211,12 +211,18 @@ fn oracle_covers_every_codec_version_but_the_known_newer_ones() {
         }
     }
     let mut gaps = Gaps(Vec::new());
-    for &api in ApiKey::ALL {
+    for &api in ApiKey::KAFKA {
         apis::visit(api, &mut gaps);
     }
     assert_eq!(
         gaps.0,
-        vec![(ApiKey::ListOffsets, 10), (ApiKey::EndTxn, 5)],
+        vec![
+            (ApiKey::Fetch, 18),
+            (ApiKey::ListOffsets, 10),
+            (ApiKey::EndTxn, 5),
+            (ApiKey::WriteTxnMarkers, 2),
+            (ApiKey::AlterPartitionReassignments, 1),
+        ],
         "versions the oracle does not cover"
     );
 }

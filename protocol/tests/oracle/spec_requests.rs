@@ -533,6 +533,140 @@ mod list_transactions_request {
     });
 }
 
+mod elect_leaders_request {
+    use kafka_protocol::messages::elect_leaders_request::*;
+    crate::fill!(ElectLeadersRequest {
+        election_type: 1..=2;
+        topic_partitions: 0..=2 null 0..=2;
+        timeout_ms: 0..=2;
+    });
+    crate::fill!(TopicPartitions {
+        topic: 0..=2;
+        partitions: 0..=2;
+    });
+}
+
+mod alter_partition_reassignments_request {
+    use kafka_protocol::messages::alter_partition_reassignments_request::*;
+    crate::fill!(AlterPartitionReassignmentsRequest {
+        timeout_ms: 0..=0;
+        topics: 0..=0;
+    });
+    crate::fill!(ReassignableTopic {
+        name: 0..=0;
+        partitions: 0..=0;
+    });
+    crate::fill!(ReassignablePartition {
+        partition_index: 0..=0;
+        replicas: 0..=0 null 0..=0;
+    });
+}
+
+mod list_partition_reassignments_request {
+    use kafka_protocol::messages::list_partition_reassignments_request::*;
+    crate::fill!(ListPartitionReassignmentsRequest {
+        timeout_ms: 0..=0;
+        topics: 0..=0 null 0..=0;
+    });
+    crate::fill!(ListPartitionReassignmentsTopics {
+        name: 0..=0;
+        partition_indexes: 0..=0;
+    });
+}
+
+mod describe_quorum_request {
+    use kafka_protocol::messages::describe_quorum_request::*;
+    crate::fill!(DescribeQuorumRequest {
+        topics: 0..=2;
+    });
+    crate::fill!(TopicData {
+        topic_name: 0..=2;
+        partitions: 0..=2;
+    });
+    crate::fill!(PartitionData {
+        partition_index: 0..=2;
+    });
+}
+
+mod alter_partition_request {
+    use kafka_protocol::messages::alter_partition_request::*;
+    crate::fill!(AlterPartitionRequest {
+        broker_id: 0..=3;
+        broker_epoch: 0..=3;
+        topics: 0..=3;
+    });
+    crate::fill!(TopicData {
+        topic_name: 0..=1;
+        topic_id: 2..=3;
+        partitions: 0..=3;
+    });
+    crate::fill!(PartitionData {
+        partition_index: 0..=3;
+        leader_epoch: 0..=3;
+        new_isr: 0..=2;
+        new_isr_with_epochs: 3..=3;
+        leader_recovery_state: 1..=3;
+        partition_epoch: 0..=3;
+    });
+    crate::fill!(BrokerState {
+        broker_id: 3..=3;
+        broker_epoch: 3..=3;
+    });
+}
+
+mod broker_registration_request {
+    use kafka_protocol::messages::broker_registration_request::*;
+    crate::fill!(BrokerRegistrationRequest {
+        broker_id: 0..=4;
+        cluster_id: 0..=4;
+        incarnation_id: 0..=4;
+        listeners: 0..=4;
+        features: 0..=4;
+        rack: 0..=4 null 0..=4;
+        is_migrating_zk_broker: 1..=4;
+        log_dirs: 2..=4;
+        previous_broker_epoch: 3..=4;
+    });
+    crate::fill!(Listener {
+        name: 0..=4;
+        host: 0..=4;
+        port: 0..=4;
+        security_protocol: 0..=4;
+    });
+    crate::fill!(Feature {
+        name: 0..=4;
+        min_supported_version: 0..=4;
+        max_supported_version: 0..=4;
+    });
+}
+
+mod broker_heartbeat_request {
+    use kafka_protocol::messages::broker_heartbeat_request::*;
+    crate::fill!(BrokerHeartbeatRequest {
+        broker_id: 0..=1;
+        broker_epoch: 0..=1;
+        current_metadata_offset: 0..=1;
+        want_fence: 0..=1;
+        want_shut_down: 0..=1;
+        offline_log_dirs: 1..=1;
+    });
+}
+
+mod unregister_broker_request {
+    use kafka_protocol::messages::unregister_broker_request::*;
+    crate::fill!(UnregisterBrokerRequest {
+        broker_id: 0..=0;
+    });
+}
+
+mod allocate_producer_ids_request {
+    use kafka_protocol::messages::allocate_producer_ids_request::*;
+    crate::fill!(AllocateProducerIdsRequest {
+        broker_id: 0..=0;
+        broker_epoch: 0..=0;
+    });
+}
+
 /// Every struct above with ours of the same name, for struct-level checks.
 pub fn visit_structs(v: &mut impl crate::apis::StructVisitor) {
     use kafka_protocol::messages as k;
@@ -732,4 +866,57 @@ pub fn visit_structs(v: &mut impl crate::apis::StructVisitor) {
     );
     v.visit::<k::describe_transactions_request::DescribeTransactionsRequest, s::describe_transactions::DescribeTransactionsRequest>(ApiKey::DescribeTransactions, "DescribeTransactionsRequest");
     v.visit::<k::list_transactions_request::ListTransactionsRequest, s::list_transactions::ListTransactionsRequest>(ApiKey::ListTransactions, "ListTransactionsRequest");
+    v.visit::<k::elect_leaders_request::ElectLeadersRequest, s::elect_leaders::ElectLeadersRequest>(
+        ApiKey::ElectLeaders,
+        "ElectLeadersRequest",
+    );
+    v.visit::<k::elect_leaders_request::TopicPartitions, s::elect_leaders::TopicPartitions>(
+        ApiKey::ElectLeaders,
+        "TopicPartitions",
+    );
+    v.visit::<k::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest, s::alter_partition_reassignments::AlterPartitionReassignmentsRequest>(ApiKey::AlterPartitionReassignments, "AlterPartitionReassignmentsRequest");
+    v.visit::<k::alter_partition_reassignments_request::ReassignableTopic, s::alter_partition_reassignments::ReassignableTopic>(ApiKey::AlterPartitionReassignments, "ReassignableTopic");
+    v.visit::<k::alter_partition_reassignments_request::ReassignablePartition, s::alter_partition_reassignments::ReassignablePartition>(ApiKey::AlterPartitionReassignments, "ReassignablePartition");
+    v.visit::<k::list_partition_reassignments_request::ListPartitionReassignmentsRequest, s::list_partition_reassignments::ListPartitionReassignmentsRequest>(ApiKey::ListPartitionReassignments, "ListPartitionReassignmentsRequest");
+    v.visit::<k::list_partition_reassignments_request::ListPartitionReassignmentsTopics, s::list_partition_reassignments::ListPartitionReassignmentsTopics>(ApiKey::ListPartitionReassignments, "ListPartitionReassignmentsTopics");
+    v.visit::<k::describe_quorum_request::DescribeQuorumRequest, s::describe_quorum::DescribeQuorumRequest>(
+        ApiKey::DescribeQuorum,
+        "DescribeQuorumRequest",
+    );
+    v.visit::<k::describe_quorum_request::TopicData, s::describe_quorum::TopicData>(
+        ApiKey::DescribeQuorum,
+        "TopicData",
+    );
+    v.visit::<k::describe_quorum_request::PartitionData, s::describe_quorum::PartitionData>(
+        ApiKey::DescribeQuorum,
+        "PartitionData",
+    );
+    v.visit::<k::alter_partition_request::AlterPartitionRequest, s::alter_partition::AlterPartitionRequest>(
+        ApiKey::AlterPartition,
+        "AlterPartitionRequest",
+    );
+    v.visit::<k::alter_partition_request::TopicData, s::alter_partition::TopicData>(
+        ApiKey::AlterPartition,
+        "TopicData",
+    );
+    v.visit::<k::alter_partition_request::PartitionData, s::alter_partition::PartitionData>(
+        ApiKey::AlterPartition,
+        "PartitionData",
+    );
+    v.visit::<k::alter_partition_request::BrokerState, s::alter_partition::BrokerState>(
+        ApiKey::AlterPartition,
+        "BrokerState",
+    );
+    v.visit::<k::broker_registration_request::BrokerRegistrationRequest, s::broker_registration::BrokerRegistrationRequest>(ApiKey::BrokerRegistration, "BrokerRegistrationRequest");
+    v.visit::<k::broker_registration_request::Listener, s::broker_registration::Listener>(
+        ApiKey::BrokerRegistration,
+        "Listener",
+    );
+    v.visit::<k::broker_registration_request::Feature, s::broker_registration::Feature>(
+        ApiKey::BrokerRegistration,
+        "Feature",
+    );
+    v.visit::<k::broker_heartbeat_request::BrokerHeartbeatRequest, s::broker_heartbeat::BrokerHeartbeatRequest>(ApiKey::BrokerHeartbeat, "BrokerHeartbeatRequest");
+    v.visit::<k::unregister_broker_request::UnregisterBrokerRequest, s::unregister_broker::UnregisterBrokerRequest>(ApiKey::UnregisterBroker, "UnregisterBrokerRequest");
+    v.visit::<k::allocate_producer_ids_request::AllocateProducerIdsRequest, s::allocate_producer_ids::AllocateProducerIdsRequest>(ApiKey::AllocateProducerIds, "AllocateProducerIdsRequest");
 }

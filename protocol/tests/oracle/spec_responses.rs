@@ -698,6 +698,165 @@ mod list_transactions_response {
     });
 }
 
+mod elect_leaders_response {
+    use kafka_protocol::messages::elect_leaders_response::*;
+    crate::fill!(ElectLeadersResponse {
+        throttle_time_ms: 0..=2;
+        error_code: 1..=2;
+        replica_election_results: 0..=2;
+    });
+    crate::fill!(ReplicaElectionResult {
+        topic: 0..=2;
+        partition_result: 0..=2;
+    });
+    crate::fill!(PartitionResult {
+        partition_id: 0..=2;
+        error_code: 0..=2;
+        error_message: 0..=2 null 0..=2;
+    });
+}
+
+mod alter_partition_reassignments_response {
+    use kafka_protocol::messages::alter_partition_reassignments_response::*;
+    crate::fill!(AlterPartitionReassignmentsResponse {
+        throttle_time_ms: 0..=0;
+        error_code: 0..=0;
+        error_message: 0..=0 null 0..=0;
+        responses: 0..=0;
+    });
+    crate::fill!(ReassignableTopicResponse {
+        name: 0..=0;
+        partitions: 0..=0;
+    });
+    crate::fill!(ReassignablePartitionResponse {
+        partition_index: 0..=0;
+        error_code: 0..=0;
+        error_message: 0..=0 null 0..=0;
+    });
+}
+
+mod list_partition_reassignments_response {
+    use kafka_protocol::messages::list_partition_reassignments_response::*;
+    crate::fill!(ListPartitionReassignmentsResponse {
+        throttle_time_ms: 0..=0;
+        error_code: 0..=0;
+        error_message: 0..=0 null 0..=0;
+        topics: 0..=0;
+    });
+    crate::fill!(OngoingTopicReassignment {
+        name: 0..=0;
+        partitions: 0..=0;
+    });
+    crate::fill!(OngoingPartitionReassignment {
+        partition_index: 0..=0;
+        replicas: 0..=0;
+        adding_replicas: 0..=0;
+        removing_replicas: 0..=0;
+    });
+}
+
+mod describe_quorum_response {
+    use kafka_protocol::messages::describe_quorum_response::*;
+    crate::fill!(DescribeQuorumResponse {
+        error_code: 0..=2;
+        error_message: 2..=2 null 2..=2;
+        topics: 0..=2;
+        nodes: 2..=2;
+    });
+    crate::fill!(TopicData {
+        topic_name: 0..=2;
+        partitions: 0..=2;
+    });
+    crate::fill!(PartitionData {
+        partition_index: 0..=2;
+        error_code: 0..=2;
+        error_message: 2..=2 null 2..=2;
+        leader_id: 0..=2;
+        leader_epoch: 0..=2;
+        high_watermark: 0..=2;
+        current_voters: 0..=2;
+        observers: 0..=2;
+    });
+    crate::fill!(ReplicaState {
+        replica_id: 0..=2;
+        replica_directory_id: 2..=2;
+        log_end_offset: 0..=2;
+        last_fetch_timestamp: 1..=2;
+        last_caught_up_timestamp: 1..=2;
+    });
+    crate::fill!(Node {
+        node_id: 2..=2;
+        listeners: 2..=2;
+    });
+    crate::fill!(Listener {
+        name: 2..=2;
+        host: 2..=2;
+        port: 2..=2;
+    });
+}
+
+mod alter_partition_response {
+    use kafka_protocol::messages::alter_partition_response::*;
+    crate::fill!(AlterPartitionResponse {
+        throttle_time_ms: 0..=3;
+        error_code: 0..=3;
+        topics: 0..=3;
+    });
+    crate::fill!(TopicData {
+        topic_name: 0..=1;
+        topic_id: 2..=3;
+        partitions: 0..=3;
+    });
+    crate::fill!(PartitionData {
+        partition_index: 0..=3;
+        error_code: 0..=3;
+        leader_id: 0..=3;
+        leader_epoch: 0..=3;
+        isr: 0..=3;
+        leader_recovery_state: 1..=3;
+        partition_epoch: 0..=3;
+    });
+}
+
+mod broker_registration_response {
+    use kafka_protocol::messages::broker_registration_response::*;
+    crate::fill!(BrokerRegistrationResponse {
+        throttle_time_ms: 0..=4;
+        error_code: 0..=4;
+        broker_epoch: 0..=4;
+    });
+}
+
+mod broker_heartbeat_response {
+    use kafka_protocol::messages::broker_heartbeat_response::*;
+    crate::fill!(BrokerHeartbeatResponse {
+        throttle_time_ms: 0..=1;
+        error_code: 0..=1;
+        is_caught_up: 0..=1;
+        is_fenced: 0..=1;
+        should_shut_down: 0..=1;
+    });
+}
+
+mod unregister_broker_response {
+    use kafka_protocol::messages::unregister_broker_response::*;
+    crate::fill!(UnregisterBrokerResponse {
+        throttle_time_ms: 0..=0;
+        error_code: 0..=0;
+        error_message: 0..=0 null 0..=0;
+    });
+}
+
+mod allocate_producer_ids_response {
+    use kafka_protocol::messages::allocate_producer_ids_response::*;
+    crate::fill!(AllocateProducerIdsResponse {
+        throttle_time_ms: 0..=0;
+        error_code: 0..=0;
+        producer_id_start: 0..=0;
+        producer_id_len: 0..=0;
+    });
+}
+
 /// Every struct above with ours of the same name, for struct-level checks.
 pub fn visit_structs(v: &mut impl crate::apis::StructVisitor) {
     use kafka_protocol::messages as k;
@@ -953,4 +1112,53 @@ pub fn visit_structs(v: &mut impl crate::apis::StructVisitor) {
         ApiKey::ListTransactions,
         "TransactionState",
     );
+    v.visit::<k::elect_leaders_response::ElectLeadersResponse, s::elect_leaders::ElectLeadersResponse>(
+        ApiKey::ElectLeaders,
+        "ElectLeadersResponse",
+    );
+    v.visit::<k::elect_leaders_response::ReplicaElectionResult, s::elect_leaders::ReplicaElectionResult>(
+        ApiKey::ElectLeaders,
+        "ReplicaElectionResult",
+    );
+    v.visit::<k::elect_leaders_response::PartitionResult, s::elect_leaders::PartitionResult>(
+        ApiKey::ElectLeaders,
+        "PartitionResult",
+    );
+    v.visit::<k::alter_partition_reassignments_response::AlterPartitionReassignmentsResponse, s::alter_partition_reassignments::AlterPartitionReassignmentsResponse>(ApiKey::AlterPartitionReassignments, "AlterPartitionReassignmentsResponse");
+    v.visit::<k::alter_partition_reassignments_response::ReassignableTopicResponse, s::alter_partition_reassignments::ReassignableTopicResponse>(ApiKey::AlterPartitionReassignments, "ReassignableTopicResponse");
+    v.visit::<k::alter_partition_reassignments_response::ReassignablePartitionResponse, s::alter_partition_reassignments::ReassignablePartitionResponse>(ApiKey::AlterPartitionReassignments, "ReassignablePartitionResponse");
+    v.visit::<k::list_partition_reassignments_response::ListPartitionReassignmentsResponse, s::list_partition_reassignments::ListPartitionReassignmentsResponse>(ApiKey::ListPartitionReassignments, "ListPartitionReassignmentsResponse");
+    v.visit::<k::list_partition_reassignments_response::OngoingTopicReassignment, s::list_partition_reassignments::OngoingTopicReassignment>(ApiKey::ListPartitionReassignments, "OngoingTopicReassignment");
+    v.visit::<k::list_partition_reassignments_response::OngoingPartitionReassignment, s::list_partition_reassignments::OngoingPartitionReassignment>(ApiKey::ListPartitionReassignments, "OngoingPartitionReassignment");
+    v.visit::<k::describe_quorum_response::DescribeQuorumResponse, s::describe_quorum::DescribeQuorumResponse>(ApiKey::DescribeQuorum, "DescribeQuorumResponse");
+    v.visit::<k::describe_quorum_response::TopicData, s::describe_quorum::TopicDataResponse>(
+        ApiKey::DescribeQuorum,
+        "TopicDataResponse",
+    );
+    v.visit::<k::describe_quorum_response::PartitionData, s::describe_quorum::PartitionDataResponse>(
+        ApiKey::DescribeQuorum,
+        "PartitionDataResponse",
+    );
+    v.visit::<k::describe_quorum_response::ReplicaState, s::describe_quorum::ReplicaState>(
+        ApiKey::DescribeQuorum,
+        "ReplicaState",
+    );
+    v.visit::<k::describe_quorum_response::Node, s::describe_quorum::Node>(ApiKey::DescribeQuorum, "Node");
+    v.visit::<k::describe_quorum_response::Listener, s::describe_quorum::Listener>(
+        ApiKey::DescribeQuorum,
+        "Listener",
+    );
+    v.visit::<k::alter_partition_response::AlterPartitionResponse, s::alter_partition::AlterPartitionResponse>(ApiKey::AlterPartition, "AlterPartitionResponse");
+    v.visit::<k::alter_partition_response::TopicData, s::alter_partition::TopicDataResponse>(
+        ApiKey::AlterPartition,
+        "TopicDataResponse",
+    );
+    v.visit::<k::alter_partition_response::PartitionData, s::alter_partition::PartitionDataResponse>(
+        ApiKey::AlterPartition,
+        "PartitionDataResponse",
+    );
+    v.visit::<k::broker_registration_response::BrokerRegistrationResponse, s::broker_registration::BrokerRegistrationResponse>(ApiKey::BrokerRegistration, "BrokerRegistrationResponse");
+    v.visit::<k::broker_heartbeat_response::BrokerHeartbeatResponse, s::broker_heartbeat::BrokerHeartbeatResponse>(ApiKey::BrokerHeartbeat, "BrokerHeartbeatResponse");
+    v.visit::<k::unregister_broker_response::UnregisterBrokerResponse, s::unregister_broker::UnregisterBrokerResponse>(ApiKey::UnregisterBroker, "UnregisterBrokerResponse");
+    v.visit::<k::allocate_producer_ids_response::AllocateProducerIdsResponse, s::allocate_producer_ids::AllocateProducerIdsResponse>(ApiKey::AllocateProducerIds, "AllocateProducerIdsResponse");
 }
