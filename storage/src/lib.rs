@@ -12,6 +12,7 @@
 //!                                00000000000000004242.snapshot   producer state below offset 4242
 //!                                log-start-offset-checkpoint     raised by DeleteRecords
 //!                                cleaner-offset-checkpoint       first dirty offset (compaction)
+//!                                cleaner-delete-horizon          earliest pending delete horizon (compaction)
 //! ```
 //!
 //! Segment files are named by their 20-digit zero-padded base offset. Indexes are sparse
@@ -115,12 +116,10 @@
 //! (completed transactions whose markers are above the high watermark count as stable
 //! here, which replication will have to change).
 //!
-//! Log compaction keeps transactional batches and markers byte for byte: removing aborted
-//! data, and markers once their transaction's data is gone and `delete.retention.ms` has
-//! passed (Kafka's marker delete horizon), is still to do. It already keeps each
-//! producer's last batch (as an empty batch if need be) so a replay rebuilds its
-//! sequence, and carries the `.txnindex` entries of cleaned segments over (a swapped-in
-//! segment's is rebuilt by replay on load).
+//! Log compaction (see the `cleaner` module docs) removes aborted transactions' data, and
+//! markers once their transaction's data is gone and `delete.retention.ms` has passed
+//! (Kafka's marker delete horizon); it keeps each producer's last batch (as an empty
+//! batch if need be) so a replay rebuilds its sequence.
 
 mod checkpoint;
 mod cleaner;
