@@ -5,11 +5,13 @@
 //! the lock is released. Validation of incoming batches (CRC, record decoding) happens
 //! before the lock is taken, so it does not serialize producers. Producer state
 //! (idempotence, transactions) is checked and updated under the same write lock, so
-//! check-and-append is atomic. The log end offset, log start offset and first unstable
-//! offset are mirrored in atomics so hot-path queries take no lock.
+//! check-and-append is atomic. So is the leader epoch cache, which appends extend and
+//! truncations cut under the same lock. The log end offset, log start offset and first
+//! unstable offset are mirrored in atomics so hot-path queries take no lock.
 
 mod append;
 mod cleaning;
+mod epochs;
 mod load;
 mod maintenance;
 mod producers;
@@ -26,6 +28,7 @@ pub use read::LogReadInfo;
 
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
+use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::ProducerStateManager;
 use crate::segment::LogSegment;
 
@@ -49,6 +52,8 @@ struct LogInner {
     pending_deletes: Vec<PendingDelete>,
     /// Idempotence and transaction state, consistent with the segments.
     producer_state: ProducerStateManager,
+    /// Start offset of each leader epoch, as `leader-epoch-checkpoint` holds it.
+    leader_epochs: LeaderEpochCache,
     closed: bool,
 }
 
@@ -211,18 +216,27 @@ impl Log {
         Ok(())
     }
 
-    /// Mirrors offsets into the atomics after a change, checking the invariant
-    /// `log_start_offset <= first_unstable_offset <= log_end_offset`.
+    /// Mirrors offsets into the atomics after a change, checking the invariants
+    /// `log_start_offset <= first_unstable_offset <= log_end_offset` and every leader
+    /// epoch starts within [log start, log end].
     fn publish(&self, inner: &LogInner) {
         let leo = inner.log_end_offset();
-        assert!(
-            inner.log_start_offset <= leo,
-            "log start offset {} above log end offset {leo}",
-            inner.log_start_offset
-        );
+        let start = inner.log_start_offset;
+        assert!(start <= leo, "log start offset {start} above log end offset {leo}");
         let unstable = inner.first_unstable_offset();
         if let Some(unstable) = unstable {
-            assert!(unstable <= leo, "first unstable offset {unstable} above log end offset {leo}");
+            assert!(
+                start <= unstable && unstable <= leo,
+                "first unstable offset {unstable} outside the log [{start}, {leo}]"
+            );
+        }
+        let epochs = &inner.leader_epochs;
+        if let (Some(earliest), Some(latest)) = (epochs.earliest_entry(), epochs.latest_entry()) {
+            assert!(
+                start <= earliest.start_offset && latest.start_offset <= leo,
+                "leader epochs {:?} outside the log [{start}, {leo}]",
+                epochs.entries()
+            );
         }
         // The log end first: a reader that sees the new unstable offset sees a log end
         // at least as far.

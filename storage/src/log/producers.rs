@@ -92,7 +92,9 @@ pub(super) fn take_producer_snapshot(inner: &mut LogInner, sync: bool) -> Result
 
 /// Rebuilds producer state, ongoing transactions and transaction index entries from the
 /// newest usable snapshot at or below `replay_from_at_most` and a replay of the log
-/// after it (Kafka's `rebuildProducerState` / `truncateAndReload`).
+/// after it (Kafka's `rebuildProducerState` / `truncateAndReload`); with
+/// `rebuild_epochs`, the same pass also rebuilds the leader epoch cache (empty on entry)
+/// from the headers of every batch.
 ///
 /// Snapshots above the log end (truncated away) or below the first segment (their
 /// replay would skip deleted batches) are deleted first. Without a usable snapshot the
@@ -101,6 +103,7 @@ pub(super) fn take_producer_snapshot(inner: &mut LogInner, sync: bool) -> Result
 pub(super) fn rebuild_producer_state(
     inner: &mut LogInner,
     replay_from_at_most: i64,
+    rebuild_epochs: bool,
     now_ms: i64,
     expiration_ms: i64,
 ) -> Result<()> {
@@ -116,25 +119,34 @@ pub(super) fn rebuild_producer_state(
             first_base
         }
     };
-    replay(inner, start)?;
+    debug_assert!(!rebuild_epochs || inner.leader_epochs.entries().is_empty(), "epochs rebuilt into a cache");
+    replay(inner, start, rebuild_epochs)?;
     inner.producer_state.set_map_end_offset(log_end_offset);
     Ok(())
 }
 
 /// Feeds every producer batch at or after `start` through producer state (as
 /// replication would) and records the aborts it completes in their segments'
-/// transaction indexes. Reads headers only, plus the small control batches.
-fn replay(inner: &mut LogInner, start: i64) -> Result<()> {
-    let LogInner { segments, producer_state, .. } = inner;
-    let floor = segments.range(..=start).next_back().map_or(i64::MIN, |(base, _)| *base);
+/// transaction indexes; with `rebuild_epochs`, scans from the first segment and also
+/// assigns each new leader epoch its first batch's base offset. Reads headers only
+/// (the scan `LogSegment::for_each_batch_from`), plus the small control batches.
+fn replay(inner: &mut LogInner, start: i64, rebuild_epochs: bool) -> Result<()> {
+    let LogInner { segments, producer_state, leader_epochs, .. } = inner;
+    let producer_floor = segments.range(..=start).next_back().map_or(i64::MIN, |(base, _)| *base);
+    let floor = if rebuild_epochs { i64::MIN } else { producer_floor };
     let mut aborted_by_segment: Vec<(i64, Vec<AbortedTxn>)> = Vec::new();
     let mut batches = 0u64;
     for (base, segment) in segments.range(floor..) {
-        if segment.next_offset() <= start {
+        let scan_from = if rebuild_epochs { *base } else { start };
+        if segment.next_offset() <= scan_from {
             continue;
         }
         let mut aborted = Vec::new();
-        segment.for_each_batch_from(start, |position, header| {
+        segment.for_each_batch_from(scan_from, |position, header| {
+            // Kafka's segment recovery rule: only a real epoch newer than the latest.
+            if rebuild_epochs && leader_epochs.is_new_epoch(header.partition_leader_epoch) {
+                leader_epochs.assign(header.partition_leader_epoch, header.base_offset);
+            }
             // A batch straddling `start` is already in the snapshot.
             if header.producer_id < 0 || header.base_offset < start {
                 return Ok(());
@@ -156,6 +168,12 @@ fn replay(inner: &mut LogInner, start: i64) -> Result<()> {
             }
         }
     }
-    tracing::debug!(start, batches, "replayed producer batches");
+    tracing::debug!(
+        start,
+        batches,
+        rebuild_epochs,
+        epochs = leader_epochs.entries().len(),
+        "replayed producer batches"
+    );
     Ok(())
 }
