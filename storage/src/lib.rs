@@ -56,6 +56,7 @@
 //!   update_config(&self, LogConfig) -> Result<()>;  config(&self) -> Arc<LogConfig>
 //!   log_start_offset(&self) -> i64;  log_end_offset(&self) -> i64
 //!   first_unstable_offset(&self) -> Option<i64>;  last_stable_offset(&self) -> i64     // lock-free
+//!   update_high_watermark(&self, high_watermark: i64) -> Result<i64> // call whenever the HW moves
 //!   assign_epoch_start_offset(&self, epoch: i32, offset: i64) -> Result<()>          // on becoming leader
 //!   latest_epoch(&self) -> Option<i32>;  end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)>
 //!   epoch_for_offset(&self, offset: i64) -> Option<i32>;  leader_epoch_entries(&self) -> Vec<(i32, i64)>
@@ -104,10 +105,17 @@
 //!   `InvalidProducerEpoch`. A producer the partition does not know may start at any
 //!   sequence (Kafka since KIP-360).
 //! - Transactions: a transactional batch opens (or continues) its producer's
-//!   transaction, a COMMIT/ABORT marker (coordinator appends only) closes it. The last
-//!   stable offset is the first offset of the oldest open transaction, else the log end
-//!   offset; every ABORT of a non-empty transaction is recorded in the marker's segment's
-//!   `.txnindex`, which `aborted_transactions` searches.
+//!   transaction, a COMMIT/ABORT marker (coordinator appends only) closes it. A
+//!   transaction is unstable while open and, once its marker is written, until the high
+//!   watermark passes the marker (Kafka's unreplicated transactions: a new leader may
+//!   not have it). The last stable offset is the first offset of the oldest unstable
+//!   transaction (never below the log start), else the log end offset; the broker bounds
+//!   it by the high watermark and calls `update_high_watermark` whenever that moves (a
+//!   single-node broker: with the log end offset after each append, and after opening).
+//!   A reopened log counts the completions its replay sees (after the producer snapshot
+//!   it starts from) as unreplicated until told a high watermark. Every ABORT of a
+//!   non-empty transaction is recorded in the marker's segment's `.txnindex`, which
+//!   `aborted_transactions` searches.
 //! - Leader epochs (KIP-101, KIP-279): each leader append stamps its batches with the
 //!   leader's epoch, refused (`StaleLeaderEpoch`) if older than the newest recorded; a
 //!   new epoch is recorded at the first offset of the append, a follower records the
@@ -132,10 +140,10 @@
 //!
 //! # Not yet
 //!
-//! KIP-890 transaction verification (refusing a transactional batch the coordinator has
-//! not registered); Kafka's "unreplicated transactions" (completed transactions whose
-//! markers are above the high watermark count as stable here, which replication will
-//! have to change).
+//! KIP-890 transaction verification in the log (refusing a transactional batch the
+//! coordinator has not registered). Unreplicated transactions are not persisted (as in
+//! Kafka): a transaction completed before the producer snapshot a reopened log starts
+//! from counts as stable even if its marker is above the high watermark.
 //!
 //! Log compaction (see the `cleaner` module docs) removes aborted transactions' data, and
 //! markers once their transaction's data is gone and `delete.retention.ms` has passed

@@ -127,6 +127,7 @@ pub(super) fn load(dir: &Path, config: &LogConfig, clean_shutdown: bool, now_ms:
         pending_deletes: Vec::new(),
         producer_state: ProducerStateManager::new(dir)?,
         leader_epochs,
+        high_watermark: None,
         closed: false,
     };
     let leo = inner.log_end_offset();

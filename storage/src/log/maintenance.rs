@@ -1,6 +1,6 @@
 //! Rolling, flushing, retention, DeleteRecords, truncation, close and delete, each
-//! keeping producer state and its snapshots and the leader epoch cache consistent with
-//! the segments.
+//! keeping producer state and its snapshots, the leader epoch cache and the high
+//! watermark consistent with the segments.
 
 use std::collections::BTreeMap;
 
@@ -215,10 +215,14 @@ impl Log {
     }
 
     /// Moves the log start offset up to `offset` (retention, DeleteRecords): the leader
-    /// epoch covering it now starts there.
+    /// epoch covering it now starts there, completed transactions whose markers are
+    /// below it are no longer unstable, and the high watermark is raised to it if below
+    /// (as Kafka's `updateLogStartOffset` does).
     fn raise_log_start_offset(&self, inner: &mut LogInner, offset: i64) -> Result<()> {
         debug_assert!(offset >= inner.log_start_offset, "the log start offset only moves up");
         inner.log_start_offset = offset;
+        inner.producer_state.on_high_watermark_updated(offset);
+        inner.high_watermark = inner.high_watermark.map(|hw| hw.max(offset));
         self.move_epochs_to_log_start(inner)
     }
 
@@ -232,13 +236,15 @@ impl Log {
     /// Leader epochs starting at or after the new log end offset are removed (durably),
     /// also when `offset` is at or above the log end and nothing else changes: as in
     /// Kafka, that drops an epoch this replica took as leader at its log end but never
-    /// wrote in. Emptying the log clears them.
+    /// wrote in. Emptying the log clears them. The high watermark the log was told of is
+    /// lowered to the new log end if above it.
     ///
     /// Producer state is rebuilt from the newest snapshot at or below the new log end plus
     /// a replay of the batches after it; snapshots above the new end are deleted. Open
     /// transactions that started in the removed tail are gone, and so are the aborted
     /// transactions whose markers were there; a transaction whose marker was cut is open
-    /// again.
+    /// again. Completed transactions with markers at or above the high watermark stay
+    /// unstable.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
         let config = self.config();
         let mut inner = self.write_inner();
@@ -277,6 +283,8 @@ impl Log {
                 self.truncate_fully_and_start_at(&mut inner, &config, start)?;
             } else {
                 // In memory first, so that whatever fails next leaves them consistent.
+                let log_end_offset = inner.log_end_offset();
+                inner.high_watermark = inner.high_watermark.map(|hw| hw.min(log_end_offset));
                 let epochs_cut = self.cut_epochs_at_log_end(&mut inner);
                 let now_ms = inner.last_seen_ms;
                 producers::rebuild_producer_state(
@@ -314,6 +322,7 @@ impl Log {
         let segment = LogSegment::create(&self.dir, offset, config, inner.last_seen_ms)?;
         inner.segments.insert(offset, segment);
         inner.log_start_offset = offset;
+        inner.high_watermark = inner.high_watermark.map(|_| offset);
         inner.leader_epochs.clear();
         inner.producer_state.delete_snapshots_where(|_| true)?;
         inner.producer_state.reset_to(offset);

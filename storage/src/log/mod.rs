@@ -54,6 +54,10 @@ struct LogInner {
     producer_state: ProducerStateManager,
     /// Start offset of each leader epoch, as `leader-epoch-checkpoint` holds it.
     leader_epochs: LeaderEpochCache,
+    /// The high watermark the broker last reported ([`Log::update_high_watermark`]),
+    /// kept within [log start, log end]; `None` until it reports one after opening.
+    /// Completed transactions whose markers are at or above it are still unstable.
+    high_watermark: Option<i64>,
     closed: bool,
 }
 
@@ -79,13 +83,14 @@ impl LogInner {
         self.segments.keys().next().copied().unwrap_or(self.log_start_offset)
     }
 
-    /// First offset of the oldest open transaction, never below the log start offset.
+    /// First offset of the oldest transaction that is open, or completed by a marker at
+    /// or above the high watermark; never below the log start offset.
     fn first_unstable_offset(&self) -> Option<i64> {
-        self.producer_state.first_undecided_offset().map(|offset| offset.max(self.log_start_offset))
+        self.producer_state.first_unstable_offset().map(|offset| offset.max(self.log_start_offset))
     }
 }
 
-/// `first_unstable_offset` mirror value meaning "no open transaction".
+/// `first_unstable_offset` mirror value meaning "no unstable transaction".
 const NO_UNSTABLE_OFFSET: i64 = -1;
 
 /// The log of one topic-partition: `<log.dirs>/<topic>-<partition>/`, Kafka's layout.
@@ -103,7 +108,7 @@ pub struct Log {
     log_start_offset: AtomicI64,
     /// Log cleaner bookkeeping (one cleaning at a time, cached checkpoint).
     cleaner_state: cleaning::CleanerState,
-    /// [`NO_UNSTABLE_OFFSET`] when no transaction is open.
+    /// [`NO_UNSTABLE_OFFSET`] when no transaction is unstable.
     first_unstable_offset: AtomicI64,
 }
 
@@ -217,8 +222,8 @@ impl Log {
     }
 
     /// Mirrors offsets into the atomics after a change, checking the invariants
-    /// `log_start_offset <= first_unstable_offset <= log_end_offset` and every leader
-    /// epoch starts within [log start, log end].
+    /// `log_start_offset <= first_unstable_offset <= log_end_offset`, every leader epoch
+    /// starts within [log start, log end], and the high watermark lies within them too.
     fn publish(&self, inner: &LogInner) {
         let leo = inner.log_end_offset();
         let start = inner.log_start_offset;
@@ -237,6 +242,9 @@ impl Log {
                 "leader epochs {:?} outside the log [{start}, {leo}]",
                 epochs.entries()
             );
+        }
+        if let Some(hw) = inner.high_watermark {
+            assert!(start <= hw && hw <= leo, "high watermark {hw} outside the log [{start}, {leo}]");
         }
         // The log end first: a reader that sees the new unstable offset sees a log end
         // at least as far.

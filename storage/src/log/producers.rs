@@ -1,7 +1,8 @@
 //! The log's side of producer state: the queries the broker makes (last stable offset,
-//! aborted transactions, DescribeProducers, expiration), and keeping the
-//! [`ProducerStateManager`] and the transaction indexes consistent with the segments
-//! through rolls, recovery and truncation (snapshots plus replay).
+//! aborted transactions, DescribeProducers, expiration), the high watermark that makes
+//! completed transactions stable, and keeping the [`ProducerStateManager`] and the
+//! transaction indexes consistent with the segments through rolls, recovery and
+//! truncation (snapshots plus replay).
 
 use std::sync::atomic::Ordering;
 
@@ -11,20 +12,43 @@ use crate::index::AbortedTxn;
 use crate::producer_state::{ActiveProducer, Origin};
 
 impl Log {
-    /// First offset of the oldest open transaction (raised to the log start offset if
-    /// retention passed it), or `None` when no transaction is open. The last stable
-    /// offset is this or else the log end offset; a `read_committed` fetch reads up to
-    /// min(LSO, high watermark). Lock-free.
+    /// First offset of the oldest unstable transaction (raised to the log start offset
+    /// if retention passed it), or `None` when there is none. A transaction is unstable
+    /// while it is open, and once completed until the high watermark passes its marker
+    /// (Kafka's unreplicated transactions: a new leader may not have the marker), see
+    /// [`Log::update_high_watermark`]. Lock-free.
     pub fn first_unstable_offset(&self) -> Option<i64> {
         let offset = self.first_unstable_offset.load(Ordering::Acquire);
         (offset != NO_UNSTABLE_OFFSET).then_some(offset)
     }
 
-    /// The last stable offset (LSO): [`Log::first_unstable_offset`] or else the log end
-    /// offset. The broker bounds it by the high watermark. Lock-free.
+    /// The last stable offset (LSO) as far as the log knows it:
+    /// [`Log::first_unstable_offset`] or else the log end offset. The broker bounds it
+    /// by the high watermark (a `read_committed` fetch reads up to min(LSO, HW)) and
+    /// calls [`Log::update_high_watermark`] whenever the high watermark moves, without
+    /// which completed transactions never become stable. Lock-free.
     pub fn last_stable_offset(&self) -> i64 {
         let log_end_offset = self.log_end_offset();
         self.first_unstable_offset().map_or(log_end_offset, |offset| offset.min(log_end_offset))
+    }
+
+    /// Tells the log the partition's high watermark: transactions completed by a marker
+    /// below it are replicated and become stable (Kafka's `onHighWatermarkUpdated`). The
+    /// broker calls it whenever the high watermark moves, on leaders and followers, and
+    /// right after opening the log (with the checkpointed high watermark); a single-node
+    /// broker calls it with the log end offset after each append. `high_watermark` is
+    /// clamped to [log start offset, log end offset], as Kafka's `updateHighWatermark`
+    /// does (a follower may hear of one beyond its log end); returns the clamped value.
+    /// The value is also remembered for rebuilds of producer state (truncation), which
+    /// treat completions at or above it as unreplicated.
+    pub fn update_high_watermark(&self, high_watermark: i64) -> Result<i64> {
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        let clamped = high_watermark.clamp(inner.log_start_offset, inner.log_end_offset());
+        inner.high_watermark = Some(clamped);
+        inner.producer_state.on_high_watermark_updated(clamped);
+        self.publish(&inner);
+        Ok(clamped)
     }
 
     /// The aborted transactions overlapping `[start_offset, upper_bound_offset)`: every
@@ -99,7 +123,10 @@ pub(super) fn take_producer_snapshot(inner: &mut LogInner, sync: bool) -> Result
 /// Snapshots above the log end (truncated away) or below the first segment (their
 /// replay would skip deleted batches) are deleted first. Without a usable snapshot the
 /// whole log is replayed. Index entries already present are kept; missing ones are
-/// appended.
+/// appended. Completed transactions the replay sees count as unreplicated unless the
+/// high watermark the log was told of is past their markers; those that were
+/// unreplicated before and are still in the log stay so, even if completed before the
+/// snapshot the replay starts from.
 pub(super) fn rebuild_producer_state(
     inner: &mut LogInner,
     replay_from_at_most: i64,
@@ -110,6 +137,7 @@ pub(super) fn rebuild_producer_state(
     let log_end_offset = inner.log_end_offset();
     let first_base = inner.first_segment_base();
     let state = &mut inner.producer_state;
+    let still_unreplicated = state.unreplicated_below(log_end_offset);
     state.delete_snapshots_where(|offset| offset > log_end_offset || offset < first_base)?;
     let max_start = replay_from_at_most.min(log_end_offset);
     let start = match state.load_latest_snapshot(first_base, max_start, now_ms, expiration_ms)? {
@@ -121,7 +149,13 @@ pub(super) fn rebuild_producer_state(
     };
     debug_assert!(!rebuild_epochs || inner.leader_epochs.entries().is_empty(), "epochs rebuilt into a cache");
     replay(inner, start, rebuild_epochs)?;
-    inner.producer_state.set_map_end_offset(log_end_offset);
+    let state = &mut inner.producer_state;
+    state.set_map_end_offset(log_end_offset);
+    state.restore_unreplicated(still_unreplicated);
+    state.on_high_watermark_updated(inner.log_start_offset);
+    if let Some(high_watermark) = inner.high_watermark {
+        state.on_high_watermark_updated(high_watermark);
+    }
     Ok(())
 }
 
