@@ -1,4 +1,5 @@
-//! Small durable files: the per-partition log start offset checkpoint.
+//! Small durable files: the per-partition log start offset checkpoint, and the atomic
+//! replace that every checkpoint file of a partition (cleaner, leader epochs) goes through.
 //!
 //! Kafka keeps one `log-start-offset-checkpoint` per log dir; Strata keeps one per
 //! partition directory so that a log owns all of its state and no cross-partition lock is
@@ -44,10 +45,17 @@ pub(crate) fn write_log_start_offset(dir: &Path, offset: i64) -> Result<()> {
 /// Durably replaces the one-offset checkpoint file `name` in `dir` (temp file, fsync,
 /// rename, fsync of the directory).
 pub(crate) fn write_offset_file(dir: &Path, name: &str, offset: i64) -> Result<()> {
+    write_file_atomically(dir, name, format!("{VERSION}\n{offset}\n").as_bytes())
+}
+
+/// Durably replaces the file `name` in `dir` with `contents`: written to `<name>.tmp`
+/// (which `Log::open` removes if a crash leaves it), fsynced, renamed over `name`, then
+/// the directory is fsynced, so a reader sees either the old or the new file, whole.
+pub(crate) fn write_file_atomically(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
     let write = |file: &mut File| -> std::io::Result<()> {
-        file.write_all(format!("{VERSION}\n{offset}\n").as_bytes())?;
+        file.write_all(contents)?;
         file.sync_all()
     };
     let mut file = File::create(&tmp).map_err(|e| StorageError::io(IoOp::Open, &tmp, 0, e))?;

@@ -209,6 +209,16 @@ pub enum StorageError {
         /// Coordinator epoch of the last marker appended.
         current_coordinator_epoch: i32,
     },
+    /// A leader append or epoch assignment with a leader epoch older than the newest one
+    /// the log has recorded: leader epochs never go back, so the caller is a leader that
+    /// was replaced (FENCED_LEADER_EPOCH). Nothing was written.
+    #[error("leader epoch {epoch} is older than the log's latest leader epoch {latest_epoch}")]
+    StaleLeaderEpoch {
+        /// The epoch given.
+        epoch: i32,
+        /// The newest epoch in the log's leader epoch cache.
+        latest_epoch: i32,
+    },
     /// Topic name or partition is not usable as a directory name.
     #[error("invalid topic partition {topic}-{partition}")]
     InvalidTopicPartition {

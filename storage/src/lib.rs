@@ -11,7 +11,9 @@
 //!                                00000000000000000000.txnindex   aborted transactions (34-byte entries), if any
 //!                                00000000000000004242.snapshot   producer state below offset 4242
 //!                                log-start-offset-checkpoint     raised by DeleteRecords
+//!                                leader-epoch-checkpoint         epoch -> start offset (Kafka's format)
 //!                                cleaner-offset-checkpoint       first dirty offset (compaction)
+//!                                cleaner-delete-horizon          earliest pending delete horizon (compaction)
 //! ```
 //!
 //! Segment files are named by their 20-digit zero-padded base offset. Indexes are sparse
@@ -20,7 +22,11 @@
 //! memory-mapped. Producer state snapshots are Kafka's `ProducerSnapshot` v1 plus an
 //! extension Kafka ignores (every retained batch, not just the last); they are taken at
 //! each roll (at the new base) and at close (at the log end), and pruned to the newest at
-//! or below each of the last two segment bases plus the newest of all.
+//! or below each of the last two segment bases plus the newest of all. The
+//! `leader-epoch-checkpoint` is Kafka's `LeaderEpochCheckpointFile` (`0`, the entry
+//! count, then one `epoch start_offset` line per entry), rewritten (temp file, fsync,
+//! rename) whenever the cache changes, which is on a new epoch or a truncation, not per
+//! append.
 //!
 //! # API
 //!
@@ -42,7 +48,7 @@
 //!   offset_for_timestamp(&self, timestamp: i64) -> Result<Option<TimestampAndOffset>>
 //!   max_timestamp(&self) -> Result<Option<TimestampAndOffset>>
 //!   delete_records_before(&self, offset: i64) -> Result<i64>          // new log start offset
-//!   truncate_to(&self, offset: i64) -> Result<()>
+//!   truncate_to(&self, offset: i64) -> Result<()>                     // also drops epochs >= the new end
 //!   apply_retention(&self, now_ms: i64) -> Result<usize>               // segments deleted
 //!   apply_retention_up_to(&self, now_ms: i64, high_watermark: i64) -> Result<usize>
 //!   roll(&self) -> Result<()>;  flush(&self) -> Result<()>;  maybe_flush(&self, now_ms: i64) -> Result<()>
@@ -50,6 +56,10 @@
 //!   update_config(&self, LogConfig) -> Result<()>;  config(&self) -> Arc<LogConfig>
 //!   log_start_offset(&self) -> i64;  log_end_offset(&self) -> i64
 //!   first_unstable_offset(&self) -> Option<i64>;  last_stable_offset(&self) -> i64     // lock-free
+//!   update_high_watermark(&self, high_watermark: i64) -> Result<i64> // call whenever the HW moves
+//!   assign_epoch_start_offset(&self, epoch: i32, offset: i64) -> Result<()>          // on becoming leader
+//!   latest_epoch(&self) -> Option<i32>;  end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)>
+//!   epoch_for_offset(&self, offset: i64) -> Option<i32>;  leader_epoch_entries(&self) -> Vec<(i32, i64)>
 //!   aborted_transactions(&self, start_offset: i64, upper_bound_offset: i64) -> Result<Vec<AbortedTxn>>
 //!   active_producers(&self) -> Vec<ActiveProducer>
 //!   remove_expired_producers(&self, now_ms: i64) -> Result<usize>     // call periodically
@@ -95,10 +105,30 @@
 //!   `InvalidProducerEpoch`. A producer the partition does not know may start at any
 //!   sequence (Kafka since KIP-360).
 //! - Transactions: a transactional batch opens (or continues) its producer's
-//!   transaction, a COMMIT/ABORT marker (coordinator appends only) closes it. The last
-//!   stable offset is the first offset of the oldest open transaction, else the log end
-//!   offset; every ABORT of a non-empty transaction is recorded in the marker's segment's
-//!   `.txnindex`, which `aborted_transactions` searches.
+//!   transaction, a COMMIT/ABORT marker (coordinator appends only) closes it. A
+//!   transaction is unstable while open and, once its marker is written, until the high
+//!   watermark passes the marker (Kafka's unreplicated transactions: a new leader may
+//!   not have it). The last stable offset is the first offset of the oldest unstable
+//!   transaction (never below the log start), else the log end offset; the broker bounds
+//!   it by the high watermark and calls `update_high_watermark` whenever that moves (a
+//!   single-node broker: with the log end offset after each append, and after opening).
+//!   A reopened log counts the completions its replay sees (after the producer snapshot
+//!   it starts from) as unreplicated until told a high watermark. Every ABORT of a
+//!   non-empty transaction is recorded in the marker's segment's `.txnindex`, which
+//!   `aborted_transactions` searches.
+//! - Leader epochs (KIP-101, KIP-279): each leader append stamps its batches with the
+//!   leader's epoch, refused (`StaleLeaderEpoch`) if older than the newest recorded; a
+//!   new epoch is recorded at the first offset of the append, a follower records the
+//!   epoch of each replicated batch newer than the latest at its base offset, and a new
+//!   leader records its epoch at the log end (`assign_epoch_start_offset`). Epochs are
+//!   recorded durably before the batches that start them are written. Truncation removes
+//!   the epochs starting at or after the new log end, emptying the log clears them, and
+//!   a rising log start moves the earliest up to it; compaction changes no offsets and
+//!   leaves them alone. `end_offset_for_epoch` answers as Kafka's `endOffsetFor`.
+//!   Loading drops epochs starting at or after the recovered log end (a torn tail, or an
+//!   epoch taken and never written in, as Kafka does), and a missing, empty or corrupt
+//!   checkpoint (e.g. a data directory older than the cache) never stops a log from
+//!   opening: the cache is rebuilt from the batch headers and written.
 //! - Producer state and transaction indexes are rebuilt after a restart, a crash or a
 //!   truncation from the newest usable snapshot plus a header-only replay of the batches
 //!   after it; a torn or corrupt transaction index is repaired the same way.
@@ -110,17 +140,15 @@
 //!
 //! # Not yet
 //!
-//! The leader epoch cache; KIP-890 transaction verification (refusing a transactional
-//! batch the coordinator has not registered); Kafka's "unreplicated transactions"
-//! (completed transactions whose markers are above the high watermark count as stable
-//! here, which replication will have to change).
+//! KIP-890 transaction verification in the log (refusing a transactional batch the
+//! coordinator has not registered). Unreplicated transactions are not persisted (as in
+//! Kafka): a transaction completed before the producer snapshot a reopened log starts
+//! from counts as stable even if its marker is above the high watermark.
 //!
-//! Log compaction keeps transactional batches and markers byte for byte: removing aborted
-//! data, and markers once their transaction's data is gone and `delete.retention.ms` has
-//! passed (Kafka's marker delete horizon), is still to do. It already keeps each
-//! producer's last batch (as an empty batch if need be) so a replay rebuilds its
-//! sequence, and carries the `.txnindex` entries of cleaned segments over (a swapped-in
-//! segment's is rebuilt by replay on load).
+//! Log compaction (see the `cleaner` module docs) removes aborted transactions' data, and
+//! markers once their transaction's data is gone and `delete.retention.ms` has passed
+//! (Kafka's marker delete horizon); it keeps each producer's last batch (as an empty
+//! batch if need be) so a replay rebuilds its sequence.
 
 mod checkpoint;
 mod cleaner;
@@ -128,6 +156,7 @@ mod config;
 mod error;
 mod file_slice;
 mod index;
+mod leader_epoch;
 mod log;
 mod manager;
 mod producer_state;

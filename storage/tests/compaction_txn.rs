@@ -13,9 +13,12 @@ use strata_storage::{AppendOrigin, CleanOutcome, CleanStats, Log};
 
 const PID: i64 = 9;
 
+/// A transaction and its marker, replicated at once (the high watermark follows the log
+/// end, as on a single-node broker), so the cleaner may clean up to the marker.
 fn txn(log: &Log, seq: i32, records: &[(&str, Option<&str>)], commit: bool) {
     log.append(producer_batch(PID, 0, seq, records, true), 0, 100).unwrap();
     log.append_with_origin(marker(PID, 0, commit), 0, AppendOrigin::Coordinator, 100).unwrap();
+    log.update_high_watermark(log.log_end_offset()).unwrap();
 }
 
 fn control_batches(log: &Log) -> Vec<RecordBatch> {

@@ -3,13 +3,17 @@
 //! DeleteRecords, truncation, config changes, clean and unclean restarts, and torn tails,
 //! plus idempotent and transactional producers: in-sequence sends, retries (answered as
 //! duplicates with their original offsets), gaps and stale epochs (refused), epoch bumps
-//! and COMMIT/ABORT markers. After every operation the log must match the model exactly,
-//! and its first unstable offset and aborted transactions must match the model's
-//! transactions.
+//! and COMMIT/ABORT markers; leader epochs (new epochs on appends and taken at the log
+//! end, a replaced leader's append refused) and high watermark updates. After every
+//! operation the log must match the model exactly, its first unstable offset (open
+//! transactions and completed ones whose markers are at or above the high watermark)
+//! and aborted transactions must match the model's transactions, and its leader epoch
+//! entries and OffsetForLeaderEpoch answers must match the model's epochs.
 //!
 //! Reproduce a failure with `STRATA_MODEL_SEED=<seed> cargo test -p strata-storage --test log_model`.
 
 mod common;
+mod log_model_support;
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -17,161 +21,13 @@ use std::path::Path;
 
 use bytes::Bytes;
 use common::*;
+use log_model_support::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_protocol::records::{Compression, EndTxnMarker, EndTxnMarkerBatch, NewRecord, RecordBatchBuilder};
 use strata_storage::{AbortedTxn, AppendOrigin, Log, LogConfig, StorageError, TimestampAndOffset};
 
 const TOPIC: &str = "model-topic";
-
-/// Producer fields of a batch the model knows to carry them.
-#[derive(Debug, Clone)]
-struct ProducerMeta {
-    producer_id: i64,
-    epoch: i16,
-    last_seq: i32,
-    transactional: bool,
-    /// `Some(commit)` for a marker.
-    marker: Option<bool>,
-    /// The request as sent, for retries.
-    bytes: Bytes,
-}
-
-#[derive(Debug, Clone)]
-struct ModelBatch {
-    base: i64,
-    size: usize,
-    records: Vec<(i64, Bytes)>,
-    producer: Option<ProducerMeta>,
-}
-
-/// What the log should know about a producer, derived from its batches in the model.
-#[derive(Debug, Clone, Default)]
-struct ProducerView {
-    epoch: i16,
-    last_seq: i32,
-    /// Base offset of its last data batch.
-    last_data_base: i64,
-    /// Indexes (into `Model::batches`) of its last 5 data batches of the current epoch.
-    window: Vec<usize>,
-    open_txn: Option<i64>,
-}
-
-/// A transaction of the model: producer, first offset, marker offset and outcome.
-#[derive(Debug, Clone, Copy)]
-struct ModelTxn {
-    producer_id: i64,
-    first_offset: i64,
-    /// `None` while open; else (marker offset, aborted).
-    end: Option<(i64, bool)>,
-}
-
-/// Producer ids 1 and 2 are idempotent, 3 and 4 transactional.
-const PRODUCERS: [i64; 4] = [1, 2, 3, 4];
-
-fn is_transactional(producer_id: i64) -> bool {
-    producer_id >= 3
-}
-
-impl ModelBatch {
-    fn last(&self) -> i64 {
-        self.base + self.records.len() as i64 - 1
-    }
-}
-
-/// The model: every batch still in the log (including ones below the log start offset
-/// that live in a segment not yet deleted), and the two offsets.
-#[derive(Debug, Default)]
-struct Model {
-    batches: Vec<ModelBatch>,
-    log_start_offset: i64,
-    log_end_offset: i64,
-}
-
-impl Model {
-    fn visible(&self) -> Vec<Rec> {
-        self.batches
-            .iter()
-            .flat_map(|b| {
-                b.records.iter().enumerate().map(|(i, (ts, v))| Rec {
-                    offset: b.base + i as i64,
-                    timestamp: *ts,
-                    value: v.clone(),
-                })
-            })
-            .filter(|r| r.offset >= self.log_start_offset)
-            .collect()
-    }
-
-    fn containing(&self, offset: i64) -> Option<usize> {
-        self.batches.iter().position(|b| b.base <= offset && offset <= b.last())
-    }
-
-    fn restart_empty_at(&mut self, offset: i64) {
-        self.batches.clear();
-        self.log_start_offset = offset;
-        self.log_end_offset = offset;
-    }
-
-    fn producer_view(&self, producer_id: i64) -> Option<ProducerView> {
-        let mut view: Option<ProducerView> = None;
-        for (i, b) in self.batches.iter().enumerate() {
-            let Some(p) = b.producer.as_ref().filter(|p| p.producer_id == producer_id) else { continue };
-            let v = view.get_or_insert_with(|| ProducerView {
-                epoch: p.epoch,
-                last_seq: -1,
-                ..Default::default()
-            });
-            if p.marker.is_some() {
-                v.open_txn = None;
-                continue;
-            }
-            if v.epoch != p.epoch {
-                v.window.clear();
-                v.epoch = p.epoch;
-            }
-            v.window.push(i);
-            if v.window.len() > 5 {
-                v.window.remove(0);
-            }
-            v.last_seq = p.last_seq;
-            v.last_data_base = b.base;
-            if p.transactional && v.open_txn.is_none() {
-                v.open_txn = Some(b.base);
-            }
-        }
-        view
-    }
-
-    fn transactions(&self) -> Vec<ModelTxn> {
-        let mut open: std::collections::HashMap<i64, i64> = Default::default();
-        let mut txns = Vec::new();
-        for b in &self.batches {
-            let Some(p) = &b.producer else { continue };
-            match p.marker {
-                Some(commit) => {
-                    if let Some(first_offset) = open.remove(&p.producer_id) {
-                        txns.push(ModelTxn {
-                            producer_id: p.producer_id,
-                            first_offset,
-                            end: Some((b.base, !commit)),
-                        });
-                    }
-                }
-                None if p.transactional => {
-                    open.entry(p.producer_id).or_insert(b.base);
-                }
-                None => {}
-            }
-        }
-        txns.extend(open.into_iter().map(|(producer_id, first_offset)| ModelTxn {
-            producer_id,
-            first_offset,
-            end: None,
-        }));
-        txns
-    }
-}
 
 struct Harness {
     rng: StdRng,
@@ -182,6 +38,8 @@ struct Harness {
     now_ms: i64,
     counter: u64,
     seed: u64,
+    /// The leader epoch appends are stamped with.
+    epoch: i32,
 }
 
 impl Harness {
@@ -217,7 +75,7 @@ impl Harness {
             expected.push(records);
         }
         let payload = concat(&payload);
-        let info = match self.log().append(payload.clone(), 1, self.now_ms) {
+        let info = match self.log().append(payload.clone(), self.epoch, self.now_ms) {
             Ok(info) => info,
             Err(StorageError::RecordSetTooLarge { size, segment_bytes }) => {
                 assert!(size as u64 > segment_bytes && size == payload.len(), "seed {}", self.seed);
@@ -229,8 +87,10 @@ impl Harness {
         for (records, bi) in expected.into_iter().zip(&info.batches) {
             assert_eq!(bi.base_offset, self.model.log_end_offset);
             self.model.log_end_offset += records.len() as i64;
+            self.model.assign_epoch(self.epoch, bi.base_offset);
             self.model.batches.push(ModelBatch {
                 base: bi.base_offset,
+                epoch: self.epoch,
                 size: bi.size_in_bytes,
                 records,
                 producer: None,
@@ -300,8 +160,10 @@ impl Harness {
         }
         let bytes = builder.build().unwrap();
         let ctx = format!("seed {} produce p{producer_id} e{epoch} s{seq}", self.seed);
-        let info =
-            self.log().append(bytes.clone(), 1, self.now_ms).unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+        let info = self
+            .log()
+            .append(bytes.clone(), self.epoch, self.now_ms)
+            .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
         assert!(!info.duplicate, "{ctx}: taken for a duplicate");
         assert_eq!(info.first_offset, self.model.log_end_offset, "{ctx}");
         let meta =
@@ -317,8 +179,10 @@ impl Harness {
     ) {
         let bi = &info.batches[0];
         self.model.log_end_offset += records.len() as i64;
+        self.model.assign_epoch(self.epoch, bi.base_offset);
         self.model.batches.push(ModelBatch {
             base: bi.base_offset,
+            epoch: self.epoch,
             size: bi.size_in_bytes,
             records,
             producer: Some(meta),
@@ -338,7 +202,8 @@ impl Harness {
         let (base, last) = (b.base, b.last());
         let bytes = b.producer.as_ref().map(|p| p.bytes.clone()).unwrap();
         let ctx = format!("seed {} retry of p{producer_id} batch at {base}", self.seed);
-        let info = self.log().append(bytes, 1, self.now_ms).unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+        let info =
+            self.log().append(bytes, self.epoch, self.now_ms).unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
         assert!(info.duplicate, "{ctx}: appended again at {}", info.first_offset);
         assert_eq!((info.first_offset, info.last_offset), (base, last), "{ctx}");
     }
@@ -358,7 +223,7 @@ impl Harness {
         };
         let bytes = producer_batch(producer_id, epoch, seq, 1, self.now_ms, transactional);
         let leo = self.log().log_end_offset();
-        let result = self.log().append(bytes, 1, self.now_ms);
+        let result = self.log().append(bytes, self.epoch, self.now_ms);
         let ctx = format!("seed {} p{producer_id} {what}: {result:?}", self.seed);
         match what {
             "stale epoch" => {
@@ -388,7 +253,7 @@ impl Harness {
         let ctx = format!("seed {} marker p{producer_id} commit {commit}", self.seed);
         let info = self
             .log()
-            .append_with_origin(bytes.clone(), 1, AppendOrigin::Coordinator, self.now_ms)
+            .append_with_origin(bytes.clone(), self.epoch, AppendOrigin::Coordinator, self.now_ms)
             .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
         let records = vec![(self.now_ms, marker.encode_value())];
         let meta = ProducerMeta {
@@ -410,10 +275,11 @@ impl Harness {
         let first_base = self.first_segment_base();
         let (start, leo) = (self.model.log_start_offset, self.model.log_end_offset);
         let txns = self.model.transactions();
-        let open: Vec<i64> = txns.iter().filter(|t| t.end.is_none()).map(|t| t.first_offset).collect();
-        let ctx = format!("seed {} transactions {txns:?} first segment {first_base}", self.seed);
-        if open.iter().all(|&first| first >= first_base) {
-            let expected = open.iter().min().map(|&first| first.max(start));
+        let unstable = self.model.unstable_firsts();
+        let hw = self.model.high_watermark;
+        let ctx = format!("seed {} transactions {txns:?} first segment {first_base} hw {hw}", self.seed);
+        if unstable.iter().all(|&first| first >= first_base) {
+            let expected = unstable.iter().min().map(|&first| first.max(start));
             assert_eq!(self.log().first_unstable_offset(), expected, "{ctx}");
         }
         let straddling: Vec<i64> = txns
@@ -476,8 +342,13 @@ impl Harness {
             let m = &self.model.batches[first_ix + k];
             assert!(batch.base_offset() < max_offset, "{ctx}");
             assert_eq!(
-                (batch.base_offset(), batch.last_offset(), batch.size_in_bytes()),
-                (m.base, m.last(), m.size),
+                (
+                    batch.base_offset(),
+                    batch.last_offset(),
+                    batch.size_in_bytes(),
+                    batch.partition_leader_epoch()
+                ),
+                (m.base, m.last(), m.size, m.epoch),
                 "{ctx}"
             );
             let got: Vec<(i64, Bytes)> = batch
@@ -512,12 +383,14 @@ impl Harness {
         // Batches below the start offset stay in the model: they may still sit in a
         // segment that was not deleted, which a torn-tail computation must see.
         self.model.log_start_offset = after;
+        self.model.epochs_and_hw_to_log_start();
     }
 
     fn delete_records(&mut self) {
         let offset = self.rng.gen_range(self.model.log_start_offset..=self.model.log_end_offset);
         assert_eq!(self.log().delete_records_before(offset).unwrap(), offset, "seed {}", self.seed);
         self.model.log_start_offset = offset;
+        self.model.epochs_and_hw_to_log_start();
     }
 
     fn truncate(&mut self) {
@@ -528,6 +401,8 @@ impl Harness {
         }
         self.log().truncate_to(offset).unwrap();
         if offset >= self.model.log_end_offset {
+            // Still drops an epoch taken at the log end and not written in.
+            self.model.epochs_and_hw_to_log_end();
             return;
         }
         let Some(ix) = self.model.containing(offset) else {
@@ -541,9 +416,15 @@ impl Harness {
             self.model.batches.truncate(ix);
             self.model.log_end_offset = cut;
         }
+        self.model.epochs_and_hw_to_log_end();
     }
 
+    /// A restart. Everything is replicated first (the high watermark at the log end):
+    /// a reopened log knows unreplicated transactions only from its replay after the
+    /// snapshot it starts from, which the model does not track. After opening, the log
+    /// is told the high watermark, as the broker does.
     fn reopen(&mut self, clean: bool) {
+        self.set_high_watermark(self.model.log_end_offset);
         let log = self.log.take().expect("log open");
         if clean {
             log.close().unwrap();
@@ -554,6 +435,48 @@ impl Harness {
         }
         let log = Log::open(self.root.path(), TOPIC, 0, self.config.clone(), clean, self.now_ms).unwrap();
         self.log = Some(log);
+        // Loading drops epochs at or after the log end (lost in a torn tail, or taken
+        // at the log end and not written in).
+        self.model.epochs_and_hw_to_log_end();
+        self.set_high_watermark(self.model.high_watermark);
+    }
+
+    /// Tells the log the high watermark is `hw` (clamped to the log's bounds).
+    fn set_high_watermark(&mut self, hw: i64) {
+        let (start, end) = (self.model.log_start_offset, self.model.log_end_offset);
+        let clamped = self.log().update_high_watermark(hw).unwrap();
+        assert_eq!(clamped, hw.clamp(start, end), "seed {} high watermark {hw}", self.seed);
+        self.model.high_watermark = clamped;
+    }
+
+    /// The high watermark moves, usually forward within the log, sometimes past its end
+    /// (a follower hears of the leader's) or back (after a leader change).
+    fn move_high_watermark(&mut self) {
+        let (hw, end) = (self.model.high_watermark, self.model.log_end_offset);
+        let target = match self.rng.gen_range(0..10) {
+            0 => end + self.rng.gen_range(1..10),
+            1 => self.rng.gen_range(self.model.log_start_offset..=hw),
+            _ => self.rng.gen_range(hw..=end),
+        };
+        self.set_high_watermark(target);
+    }
+
+    /// The broker becomes leader in a newer epoch and, half the time, records it at the
+    /// log end at once (as `makeLeader` does); then the replaced leader's append is
+    /// refused.
+    fn new_leader_epoch(&mut self) {
+        self.epoch += self.rng.gen_range(1..=2);
+        if self.rng.gen_bool(0.5) {
+            let end = self.model.log_end_offset;
+            self.log().assign_epoch_start_offset(self.epoch, end).unwrap();
+            self.model.assign_epoch(self.epoch, end);
+            let stale = self.log().append(batch("stale", 1, self.now_ms), self.epoch - 1, self.now_ms);
+            assert!(
+                matches!(stale, Err(StorageError::StaleLeaderEpoch { latest_epoch, .. }) if latest_epoch == self.epoch),
+                "seed {}: {stale:?}",
+                self.seed
+            );
+        }
     }
 
     /// Cuts bytes off the active segment (losing the batches they overlap) or appends
@@ -613,9 +536,16 @@ impl Harness {
         self.log().update_config(self.config.clone()).unwrap();
     }
 
-    fn check(&self, op: &str) {
-        let log = self.log();
+    fn check(&mut self, op: &str) {
         let ctx = format!("seed {} after {op}", self.seed);
+        let expected = &self.model.epochs;
+        assert_eq!(self.log().leader_epoch_entries(), *expected, "{ctx}");
+        assert_eq!(self.log().latest_epoch(), expected.last().map(|e| e.0), "{ctx}");
+        for requested in [-1, 0, self.rng.gen_range(0..=self.epoch + 1), self.epoch] {
+            let got = self.log().end_offset_for_epoch(requested);
+            assert_eq!(got, self.model.end_offset_for(requested), "{ctx}: epoch {requested} in {expected:?}");
+        }
+        let log = self.log();
         assert_eq!(log.log_end_offset(), self.model.log_end_offset, "{ctx}");
         assert_eq!(log.log_start_offset(), self.model.log_start_offset, "{ctx}");
         // Reads and timestamp queries do not change the log: skip the full comparison.
@@ -653,6 +583,7 @@ fn run(seed: u64, ops: usize) {
         now_ms: 1_000_000,
         counter: 0,
         seed,
+        epoch: 0,
     };
     for _ in 0..ops {
         h.now_ms += h.rng.gen_range(0..80);
@@ -690,9 +621,17 @@ fn run(seed: u64, ops: usize) {
                 h.reopen(false);
                 "unclean reopen"
             }
-            88..=95 => {
+            88..=91 => {
                 h.check_timestamps();
                 "timestamps"
+            }
+            92..=93 => {
+                h.new_leader_epoch();
+                "new leader epoch"
+            }
+            94..=97 => {
+                h.move_high_watermark();
+                "high watermark"
             }
             _ => {
                 h.change_config();

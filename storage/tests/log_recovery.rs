@@ -197,6 +197,7 @@ fn leftover_files_are_cleaned_up() {
         "00000000000000000007.index.cleaned",
         "00000000000000000123.index",
         "log-start-offset-checkpoint.tmp",
+        "leader-epoch-checkpoint.tmp",
     ] {
         std::fs::write(p.join(name), b"junk").unwrap();
     }
@@ -213,6 +214,7 @@ fn leftover_files_are_cleaned_up() {
             "00000000000000000000.log",
             "00000000000000000000.timeindex",
             snapshot.as_str(),
+            "leader-epoch-checkpoint",
         ],
         "the producer snapshot written at close stays"
     );

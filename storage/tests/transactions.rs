@@ -17,8 +17,12 @@ use strata_storage::{AbortedTxn, AppendOrigin, Log, LogConfig, StorageError};
 
 const TOPIC: &str = "txn";
 
+/// Opens the log as a single-node broker does: its high watermark is its log end, which
+/// the broker tells the log right after opening it.
 fn open(root: &Path, clean: bool) -> Log {
-    Log::open(root, TOPIC, 0, small_config(), clean, 2_000).expect("open log")
+    let log = Log::open(root, TOPIC, 0, small_config(), clean, 2_000).expect("open log");
+    log.update_high_watermark(log.log_end_offset()).expect("update high watermark");
+    log
 }
 
 fn part_dir(root: &Path) -> PathBuf {
@@ -29,8 +33,11 @@ fn append(log: &Log, bytes: Bytes) -> i64 {
     log.append(bytes, 0, 2_000).expect("append").first_offset
 }
 
+/// A coordinator append on a single-node broker: the high watermark follows.
 fn coordinator(log: &Log, bytes: Bytes) -> Result<i64, StorageError> {
-    log.append_with_origin(bytes, 0, AppendOrigin::Coordinator, 2_000).map(|i| i.first_offset)
+    let offset = log.append_with_origin(bytes, 0, AppendOrigin::Coordinator, 2_000)?.first_offset;
+    log.update_high_watermark(log.log_end_offset())?;
+    Ok(offset)
 }
 
 fn aborted(log: &Log, from: i64, upper: i64) -> Vec<(i64, i64, i64)> {
@@ -354,10 +361,116 @@ fn followers_rebuild_the_same_transaction_state() {
         let read = leader.read(offset, 700, i64::MAX, true).unwrap();
         offset = batches_of(&read).last().map(RecordBatch::next_offset).unwrap();
         follower.append_as_follower(read.records.read_bytes().unwrap()).unwrap();
+        // The leader's high watermark (its log end) comes with the fetch response.
+        follower.update_high_watermark(leader.log_end_offset()).unwrap();
     }
     let leo = leader.log_end_offset();
     assert_eq!(follower.first_unstable_offset(), leader.first_unstable_offset());
     assert_eq!(follower.aborted_transactions(0, leo).unwrap(), leader.aborted_transactions(0, leo).unwrap());
     assert_eq!(follower.active_producers(), leader.active_producers());
     check(&follower, &model, "follower");
+}
+
+/// A marker appended without the high watermark following (replication: the followers
+/// have not fetched it yet).
+fn unreplicated_marker(log: &Log, producer_id: i64, commit: bool) -> i64 {
+    let info = log.append_with_origin(marker(producer_id, 0, commit, 0), 0, AppendOrigin::Coordinator, 2_000);
+    info.expect("append marker").first_offset
+}
+
+#[test]
+fn a_completed_transaction_is_unstable_until_the_high_watermark_passes_its_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), TOPIC, 0, small_config(), true, 2_000).unwrap();
+    assert_eq!(append(&log, transactional(1, 0, 0, 3)), 0);
+    assert_eq!(unreplicated_marker(&log, 1, true), 3);
+    // The marker is in the log but a new leader may not have it.
+    assert_eq!((log.first_unstable_offset(), log.last_stable_offset()), (Some(0), 0));
+    assert_eq!(log.update_high_watermark(2).unwrap(), 2);
+    assert_eq!(log.first_unstable_offset(), Some(0));
+    log.update_high_watermark(3).unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(0), "the marker itself is not below the high watermark");
+    log.update_high_watermark(4).unwrap();
+    assert_eq!((log.first_unstable_offset(), log.last_stable_offset()), (None, 4));
+    // Out-of-range high watermarks are clamped to the log.
+    assert_eq!(log.update_high_watermark(100).unwrap(), 4);
+    assert_eq!(log.update_high_watermark(-5).unwrap(), 0);
+
+    // An open transaction and an unreplicated one: the older decides.
+    append(&log, transactional(2, 0, 0, 1));
+    append(&log, transactional(1, 0, 3, 1));
+    unreplicated_marker(&log, 2, false);
+    assert_eq!(log.first_unstable_offset(), Some(4), "producer 2's abort is not replicated");
+    log.update_high_watermark(log.log_end_offset()).unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(5), "producer 1 is still open");
+    assert_eq!(aborted(&log, 0, 100), vec![(2, 4, 6)], "the abort is indexed at once");
+}
+
+#[test]
+fn unreplicated_transactions_through_follower_appends_and_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader = Log::open(dir.path(), TOPIC, 0, small_config(), true, 2_000).unwrap();
+    let follower = Log::open(dir.path(), "follower", 0, small_config(), true, 0).unwrap();
+    append(&leader, transactional(1, 0, 0, 3));
+    unreplicated_marker(&leader, 1, true);
+    let read = leader.read(0, 1 << 20, i64::MAX, true).unwrap();
+    follower.append_as_follower(read.records.read_bytes().unwrap()).unwrap();
+    assert_eq!(follower.log_end_offset(), 4);
+    follower.update_high_watermark(2).unwrap();
+    assert_eq!(follower.first_unstable_offset(), Some(0));
+    follower.update_high_watermark(4).unwrap();
+    assert_eq!(follower.first_unstable_offset(), None);
+
+    // Cutting the marker opens the transaction again, whatever the high watermark.
+    follower.truncate_to(3).unwrap();
+    assert_eq!((follower.log_end_offset(), follower.first_unstable_offset()), (3, Some(0)));
+    assert_eq!(follower.update_high_watermark(4).unwrap(), 3, "clamped to the new log end");
+    assert_eq!(follower.first_unstable_offset(), Some(0));
+    // The marker comes back; the high watermark the follower knows (3) is below it.
+    let read = leader.read(3, 1 << 20, i64::MAX, true).unwrap();
+    follower.append_as_follower(read.records.read_bytes().unwrap()).unwrap();
+    assert_eq!(follower.first_unstable_offset(), Some(0));
+
+    // A crash: the replay sees the marker complete the transaction, and no high
+    // watermark is known yet, so it is unstable until the broker reports one.
+    drop(follower);
+    let follower = Log::open(dir.path(), "follower", 0, small_config(), false, 0).unwrap();
+    assert_eq!(follower.first_unstable_offset(), Some(0));
+    follower.update_high_watermark(4).unwrap();
+    assert_eq!(follower.first_unstable_offset(), None);
+}
+
+#[test]
+fn truncation_keeps_unreplicated_transactions_completed_before_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), TOPIC, 0, small_config(), true, 2_000).unwrap();
+    append(&log, transactional(1, 0, 0, 3));
+    let commit = unreplicated_marker(&log, 1, true);
+    log.update_high_watermark(2).unwrap();
+    for _ in 0..60 {
+        append(&log, batch("plain", 3, 1_000));
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 3 && bases[1] > commit, "snapshots after the marker: {bases:?}");
+    // Truncating into the last segment rebuilds producer state from a snapshot taken
+    // after the marker; the transaction is still not replicated.
+    let last_base = *bases.last().unwrap();
+    log.truncate_to(last_base + 1).unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(0));
+    log.update_high_watermark(commit + 1).unwrap();
+    assert_eq!(log.first_unstable_offset(), None);
+}
+
+#[test]
+fn delete_records_past_a_marker_makes_its_transaction_stable() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), TOPIC, 0, small_config(), true, 2_000).unwrap();
+    append(&log, transactional(1, 0, 0, 3));
+    unreplicated_marker(&log, 1, false);
+    append(&log, batch("plain", 3, 1_000));
+    log.delete_records_before(2).unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(2), "held at the log start while the marker is above it");
+    log.delete_records_before(4).unwrap();
+    assert_eq!(log.first_unstable_offset(), None);
+    assert_eq!(log.update_high_watermark(0).unwrap(), 4, "the high watermark is at least the log start");
 }

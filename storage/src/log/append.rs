@@ -1,16 +1,18 @@
 //! Appends: leader appends validate batches and assign offsets; follower appends keep the
 //! offsets the leader assigned. Both update producer state under the log lock: leader
 //! appends are checked against it first (and a producer's retry is answered from it),
-//! follower appends just follow.
+//! follower appends just follow. Both record new leader epochs in the epoch cache,
+//! durably, before the batches that start them are written.
 
 use bytes::{Bytes, BytesMut};
 use strata_protocol::records::{
     EndTxnMarker, RecordBatchHeader, RecordBatchMut, RecordBatches, RecordsError, TimestampType,
 };
 
-use super::{Log, LogInner};
+use super::{epochs, Log, LogInner};
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
+use crate::leader_epoch::EpochEntry;
 use crate::producer_state::{BatchMetadata, Origin, ProducerStateUpdate};
 use crate::segment::BatchMeta;
 
@@ -79,6 +81,19 @@ pub struct AppendInfo {
     /// `log_append_time` is the original batch's timestamp under LogAppendTime (else -1).
     /// The broker answers the retry as a success with that base offset.
     pub duplicate: bool,
+}
+
+/// What an append writes, all computed and checked before anything is.
+#[derive(Debug)]
+struct PreparedBatches {
+    /// What the segment needs of each batch.
+    metas: Vec<BatchMeta>,
+    /// What producer state and the caller need of each batch.
+    infos: Vec<BatchInfo>,
+    /// The validated producer state change.
+    update: ProducerStateUpdate,
+    /// Leader epochs the batches start, in order.
+    new_epochs: Vec<EpochEntry>,
 }
 
 /// A batch of the request that passed validation, located by byte range.
@@ -210,7 +225,10 @@ impl Log {
     /// CRC -> `CorruptRecord`; size over `max.message.bytes` -> `RecordTooLarge`; counts,
     /// offset deltas and producer fields -> `InvalidRecord`/`MalformedRecords`). The
     /// producer's base offsets are ignored: dense offsets from the log end are written
-    /// into the headers along with `leader_epoch`. The bytes are otherwise stored as
+    /// into the headers along with `leader_epoch` (the leader's current epoch, recorded
+    /// in the leader epoch cache at the first offset of the append if it is new; an
+    /// epoch older than the cache's latest is `StaleLeaderEpoch`, a replaced leader's
+    /// append, and writes nothing). The bytes are otherwise stored as
     /// sent; only LogAppendTime (or a wrong CreateTime max timestamp) rewrites the max
     /// timestamp and CRC. Nothing is appended unless every batch is valid.
     ///
@@ -249,12 +267,18 @@ impl Log {
         let mut inner = self.write_inner();
         self.check_open(&inner)?;
         inner.observe_now(now_ms);
+        epochs::check_not_stale(&inner, leader_epoch)?;
         if checked.is_empty() {
             return Ok(self.empty_append_info(&inner));
         }
 
         // Assign offsets and patch headers; copy the request buffer only if it is shared.
         let mut next_offset = inner.log_end_offset();
+        let new_epochs: Vec<EpochEntry> = if inner.leader_epochs.is_new_epoch(leader_epoch) {
+            vec![EpochEntry { epoch: leader_epoch, start_offset: next_offset }]
+        } else {
+            Vec::new()
+        };
         let mut buf = into_mut(records);
         let mut infos = Vec::with_capacity(checked.len());
         let mut metas = Vec::with_capacity(checked.len());
@@ -287,7 +311,8 @@ impl Log {
         };
         let update = inner.producer_state.prepare_update(&infos, producer_origin)?;
         let data = buf.freeze();
-        let mut info = self.write_batches(&mut inner, &config, &data, metas, infos, update, now_ms)?;
+        let batches = PreparedBatches { metas, infos, update, new_epochs };
+        let mut info = self.write_batches(&mut inner, &config, &data, batches, now_ms)?;
         info.log_append_time = if log_append_time { now_ms } else { -1 };
         Ok(info)
     }
@@ -323,6 +348,8 @@ impl Log {
     /// otherwise `UnexpectedAppendOffset`, and the follower must truncate first.
     /// Producer state follows the batches without checks (the leader made them);
     /// markers of control batches are decoded (`MalformedRecords` if they do not).
+    /// Each batch whose `partitionLeaderEpoch` is newer than the cache's latest epoch
+    /// starts that epoch at its base offset; older or negative epochs record nothing.
     pub fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo> {
         let mut headers = Vec::new();
         let mut markers = Vec::new();
@@ -355,11 +382,39 @@ impl Log {
             }
             expected = header.next_offset();
         }
+        let new_epochs = self.follower_epochs(&inner, &headers);
         let metas = headers.iter().map(BatchMeta::from).collect();
         let infos: Vec<BatchInfo> = headers.iter().zip(markers).map(|(h, m)| batch_info(h, m)).collect();
         let update = inner.producer_state.prepare_update(&infos, Origin::Replication)?;
         let now_ms = inner.last_seen_ms;
-        self.write_batches(&mut inner, &config, &records, metas, infos, update, now_ms)
+        let batches = PreparedBatches { metas, infos, update, new_epochs };
+        self.write_batches(&mut inner, &config, &records, batches, now_ms)
+    }
+
+    /// The epochs replicated batches start: each batch stamped with an epoch newer than
+    /// the latest so far (Kafka's rule when it recovers a segment). A batch with an
+    /// older epoch is left as it is: after the truncation replication does first, it
+    /// should not happen, so it is logged.
+    fn follower_epochs(&self, inner: &LogInner, headers: &[RecordBatchHeader]) -> Vec<EpochEntry> {
+        let mut latest = inner.leader_epochs.latest_epoch();
+        let mut new_epochs = Vec::new();
+        for header in headers {
+            let epoch = header.partition_leader_epoch;
+            if epoch >= 0 && latest.is_none_or(|latest| epoch > latest) {
+                new_epochs.push(EpochEntry { epoch, start_offset: header.base_offset });
+                latest = Some(epoch);
+            } else if epoch >= 0 && latest.is_some_and(|latest| epoch < latest) {
+                tracing::warn!(
+                    topic = %self.topic,
+                    partition = self.partition,
+                    offset = header.base_offset,
+                    epoch,
+                    latest_epoch = ?latest,
+                    "replicated batch with an older leader epoch than the log's latest"
+                );
+            }
+        }
+        new_epochs
     }
 
     fn empty_append_info(&self, inner: &LogInner) -> AppendInfo {
@@ -376,21 +431,20 @@ impl Log {
         }
     }
 
-    /// Rolls if needed, writes `data` to the active segment, updates counters, flushes
-    /// per `flush.messages`, applies the producer state `update` (recording aborted
-    /// transactions in the active segment's transaction index), and publishes the new
-    /// log end offset and first unstable offset.
-    #[allow(clippy::too_many_arguments)]
+    /// Rolls if needed, records the new leader epochs (durably), writes `data` to the
+    /// active segment, updates counters, flushes per `flush.messages`, applies the
+    /// producer state update (recording aborted transactions in the active segment's
+    /// transaction index), and publishes the new log end offset and first unstable
+    /// offset.
     fn write_batches(
         &self,
         inner: &mut LogInner,
         config: &LogConfig,
         data: &[u8],
-        metas: Vec<BatchMeta>,
-        infos: Vec<BatchInfo>,
-        update: ProducerStateUpdate,
+        batches: PreparedBatches,
         now_ms: i64,
     ) -> Result<AppendInfo> {
+        let PreparedBatches { metas, infos, update, new_epochs } = batches;
         let (Some(first), Some(last)) = (metas.first(), metas.last()) else {
             return Ok(self.empty_append_info(inner));
         };
@@ -407,7 +461,15 @@ impl Log {
             self.roll_locked(inner, config)?;
         }
         debug_assert!(first_offset >= inner.log_end_offset(), "offsets must not go backwards");
-        inner.active_mut().append(data, &metas)?;
+        let epochs_before = self.assign_new_epochs(inner, &new_epochs)?;
+        if let Err(e) = inner.active_mut().append(data, &metas) {
+            // Nothing was written: the epochs these batches started did not start. The
+            // checkpoint may keep them; loading drops entries at or after the log end.
+            if let Some(before) = epochs_before {
+                inner.leader_epochs = before;
+            }
+            return Err(e);
+        }
         let records: u64 = metas.iter().map(|m| (m.last_offset - m.base_offset + 1) as u64).sum();
         inner.unflushed_messages = inner.unflushed_messages.saturating_add(records);
         // The data is in the log: producer state must follow whatever happens next. A

@@ -1,11 +1,13 @@
 //! Opening a partition directory: clean up leftovers of interrupted operations, open the
-//! segments, recover after an unclean shutdown, settle the log start offset, and rebuild
-//! producer state and transaction indexes from the latest snapshot plus a replay.
+//! segments, recover after an unclean shutdown, settle the log start offset, rebuild
+//! producer state and transaction indexes from the latest snapshot plus a replay, and
+//! settle the leader epoch cache (rebuilt by the same replay if its checkpoint is
+//! missing or corrupt).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{producers, LogInner};
+use super::{epochs, producers, LogInner};
 use crate::checkpoint;
 use crate::config::LogConfig;
 use crate::error::{IoOp, Result, StorageError};
@@ -115,6 +117,7 @@ pub(super) fn load(dir: &Path, config: &LogConfig, clean_shutdown: bool, now_ms:
         segments.insert(base, LogSegment::create(dir, base, config, now_ms)?);
     }
     let first_base = segments.keys().next().copied().unwrap_or(0);
+    let (leader_epochs, mut rebuild_epochs) = epochs::read_checkpoint(dir);
     let mut inner = LogInner {
         segments,
         log_start_offset: checkpointed.unwrap_or(first_base).max(first_base),
@@ -123,6 +126,8 @@ pub(super) fn load(dir: &Path, config: &LogConfig, clean_shutdown: bool, now_ms:
         last_seen_ms: now_ms,
         pending_deletes: Vec::new(),
         producer_state: ProducerStateManager::new(dir)?,
+        leader_epochs,
+        high_watermark: None,
         closed: false,
     };
     let leo = inner.log_end_offset();
@@ -141,14 +146,19 @@ pub(super) fn load(dir: &Path, config: &LogConfig, clean_shutdown: bool, now_ms:
         }
         inner.segments.insert(start, LogSegment::create(dir, start, config, now_ms)?);
         inner.producer_state.delete_snapshots_where(|_| true)?;
+        // As Kafka clears it: rebuilt from the (no) batches, and written.
+        inner.leader_epochs.clear();
+        rebuild_epochs = true;
         replay_from_at_most = start;
     }
     producers::rebuild_producer_state(
         &mut inner,
         replay_from_at_most,
+        rebuild_epochs,
         now_ms,
         config.producer_id_expiration_ms,
     )?;
+    epochs::settle_loaded(dir, &mut inner, rebuild_epochs)?;
     Ok(inner)
 }
 

@@ -1,5 +1,6 @@
 //! Rolling, flushing, retention, DeleteRecords, truncation, close and delete, each
-//! keeping producer state and its snapshots consistent with the segments.
+//! keeping producer state and its snapshots, the leader epoch cache and the high
+//! watermark consistent with the segments.
 
 use std::collections::BTreeMap;
 
@@ -162,7 +163,8 @@ impl Log {
             }
         }
         let first_base = inner.first_segment_base();
-        inner.log_start_offset = inner.log_start_offset.max(first_base);
+        let log_start_offset = inner.log_start_offset.max(first_base);
+        self.raise_log_start_offset(inner, log_start_offset)?;
         // Replaying from a snapshot below the first segment would skip deleted batches.
         // Producer state itself is kept: producers outlive their batches until expiry.
         inner.producer_state.delete_snapshots_where(|offset| offset < first_base)?;
@@ -196,7 +198,7 @@ impl Log {
             return Ok(inner.log_start_offset);
         }
         checkpoint::write_log_start_offset(&self.dir, offset)?;
-        inner.log_start_offset = offset;
+        self.raise_log_start_offset(&mut inner, offset)?;
         let bases: Vec<i64> = inner.segments.keys().copied().collect();
         for pair in bases.windows(2) {
             if pair[1] > offset {
@@ -212,17 +214,37 @@ impl Log {
         Ok(offset)
     }
 
+    /// Moves the log start offset up to `offset` (retention, DeleteRecords): the leader
+    /// epoch covering it now starts there, completed transactions whose markers are
+    /// below it are no longer unstable, and the high watermark is raised to it if below
+    /// (as Kafka's `updateLogStartOffset` does).
+    fn raise_log_start_offset(&self, inner: &mut LogInner, offset: i64) -> Result<()> {
+        debug_assert!(offset >= inner.log_start_offset, "the log start offset only moves up");
+        inner.log_start_offset = offset;
+        inner.producer_state.on_high_watermark_updated(offset);
+        inner.high_watermark = inner.high_watermark.map(|hw| hw.max(offset));
+        self.move_epochs_to_log_start(inner)
+    }
+
     /// Removes every record at or after `offset` (replication truncation). The cut is at
     /// the start of the batch containing `offset`, so the new log end offset is the
     /// base offset of that batch (equal to `offset` when it is a batch boundary, as
-    /// replication uses). An `offset` at or above the log end is a no-op; one below the
-    /// log start (or the first segment) empties the log and restarts it at `offset`; a
-    /// cut below the log start restarts the empty log at the log start.
+    /// replication uses). An `offset` below the log start (or the first segment)
+    /// empties the log and restarts it at `offset`; a cut below the log start restarts
+    /// the empty log at the log start.
+    ///
+    /// Leader epochs starting at or after the new log end offset are removed (durably),
+    /// also when `offset` is at or above the log end and nothing else changes: as in
+    /// Kafka, that drops an epoch this replica took as leader at its log end but never
+    /// wrote in. Emptying the log clears them. The high watermark the log was told of is
+    /// lowered to the new log end if above it.
     ///
     /// Producer state is rebuilt from the newest snapshot at or below the new log end plus
     /// a replay of the batches after it; snapshots above the new end are deleted. Open
     /// transactions that started in the removed tail are gone, and so are the aborted
-    /// transactions whose markers were there.
+    /// transactions whose markers were there; a transaction whose marker was cut is open
+    /// again. Completed transactions with markers at or above the high watermark stay
+    /// unstable.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
         let config = self.config();
         let mut inner = self.write_inner();
@@ -235,6 +257,10 @@ impl Log {
             });
         }
         if offset >= inner.log_end_offset() {
+            if self.cut_epochs_at_log_end(&mut inner) {
+                self.persist_epochs(&inner)?;
+            }
+            self.publish(&inner);
             return Ok(());
         }
         let first_base = inner.segments.keys().next().copied().unwrap_or(0);
@@ -256,13 +282,21 @@ impl Log {
                 let start = inner.log_start_offset;
                 self.truncate_fully_and_start_at(&mut inner, &config, start)?;
             } else {
+                // In memory first, so that whatever fails next leaves them consistent.
+                let log_end_offset = inner.log_end_offset();
+                inner.high_watermark = inner.high_watermark.map(|hw| hw.min(log_end_offset));
+                let epochs_cut = self.cut_epochs_at_log_end(&mut inner);
                 let now_ms = inner.last_seen_ms;
                 producers::rebuild_producer_state(
                     &mut inner,
                     i64::MAX,
+                    false,
                     now_ms,
                     config.producer_id_expiration_ms,
                 )?;
+                if epochs_cut {
+                    self.persist_epochs(&inner)?;
+                }
             }
         }
         tracing::info!(
@@ -288,9 +322,12 @@ impl Log {
         let segment = LogSegment::create(&self.dir, offset, config, inner.last_seen_ms)?;
         inner.segments.insert(offset, segment);
         inner.log_start_offset = offset;
+        inner.high_watermark = inner.high_watermark.map(|_| offset);
+        inner.leader_epochs.clear();
         inner.producer_state.delete_snapshots_where(|_| true)?;
         inner.producer_state.reset_to(offset);
-        checkpoint::write_log_start_offset(&self.dir, offset)
+        checkpoint::write_log_start_offset(&self.dir, offset)?;
+        self.persist_epochs(inner)
     }
 
     /// Renames a removed segment's files to `.deleted` and removes them once

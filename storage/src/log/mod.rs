@@ -5,11 +5,13 @@
 //! the lock is released. Validation of incoming batches (CRC, record decoding) happens
 //! before the lock is taken, so it does not serialize producers. Producer state
 //! (idempotence, transactions) is checked and updated under the same write lock, so
-//! check-and-append is atomic. The log end offset, log start offset and first unstable
-//! offset are mirrored in atomics so hot-path queries take no lock.
+//! check-and-append is atomic. So is the leader epoch cache, which appends extend and
+//! truncations cut under the same lock. The log end offset, log start offset and first
+//! unstable offset are mirrored in atomics so hot-path queries take no lock.
 
 mod append;
 mod cleaning;
+mod epochs;
 mod load;
 mod maintenance;
 mod producers;
@@ -26,6 +28,7 @@ pub use read::LogReadInfo;
 
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
+use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::ProducerStateManager;
 use crate::segment::LogSegment;
 
@@ -49,6 +52,12 @@ struct LogInner {
     pending_deletes: Vec<PendingDelete>,
     /// Idempotence and transaction state, consistent with the segments.
     producer_state: ProducerStateManager,
+    /// Start offset of each leader epoch, as `leader-epoch-checkpoint` holds it.
+    leader_epochs: LeaderEpochCache,
+    /// The high watermark the broker last reported ([`Log::update_high_watermark`]),
+    /// kept within [log start, log end]; `None` until it reports one after opening.
+    /// Completed transactions whose markers are at or above it are still unstable.
+    high_watermark: Option<i64>,
     closed: bool,
 }
 
@@ -74,13 +83,14 @@ impl LogInner {
         self.segments.keys().next().copied().unwrap_or(self.log_start_offset)
     }
 
-    /// First offset of the oldest open transaction, never below the log start offset.
+    /// First offset of the oldest transaction that is open, or completed by a marker at
+    /// or above the high watermark; never below the log start offset.
     fn first_unstable_offset(&self) -> Option<i64> {
-        self.producer_state.first_undecided_offset().map(|offset| offset.max(self.log_start_offset))
+        self.producer_state.first_unstable_offset().map(|offset| offset.max(self.log_start_offset))
     }
 }
 
-/// `first_unstable_offset` mirror value meaning "no open transaction".
+/// `first_unstable_offset` mirror value meaning "no unstable transaction".
 const NO_UNSTABLE_OFFSET: i64 = -1;
 
 /// The log of one topic-partition: `<log.dirs>/<topic>-<partition>/`, Kafka's layout.
@@ -98,7 +108,7 @@ pub struct Log {
     log_start_offset: AtomicI64,
     /// Log cleaner bookkeeping (one cleaning at a time, cached checkpoint).
     cleaner_state: cleaning::CleanerState,
-    /// [`NO_UNSTABLE_OFFSET`] when no transaction is open.
+    /// [`NO_UNSTABLE_OFFSET`] when no transaction is unstable.
     first_unstable_offset: AtomicI64,
 }
 
@@ -211,18 +221,30 @@ impl Log {
         Ok(())
     }
 
-    /// Mirrors offsets into the atomics after a change, checking the invariant
-    /// `log_start_offset <= first_unstable_offset <= log_end_offset`.
+    /// Mirrors offsets into the atomics after a change, checking the invariants
+    /// `log_start_offset <= first_unstable_offset <= log_end_offset`, every leader epoch
+    /// starts within [log start, log end], and the high watermark lies within them too.
     fn publish(&self, inner: &LogInner) {
         let leo = inner.log_end_offset();
-        assert!(
-            inner.log_start_offset <= leo,
-            "log start offset {} above log end offset {leo}",
-            inner.log_start_offset
-        );
+        let start = inner.log_start_offset;
+        assert!(start <= leo, "log start offset {start} above log end offset {leo}");
         let unstable = inner.first_unstable_offset();
         if let Some(unstable) = unstable {
-            assert!(unstable <= leo, "first unstable offset {unstable} above log end offset {leo}");
+            assert!(
+                start <= unstable && unstable <= leo,
+                "first unstable offset {unstable} outside the log [{start}, {leo}]"
+            );
+        }
+        let epochs = &inner.leader_epochs;
+        if let (Some(earliest), Some(latest)) = (epochs.earliest_entry(), epochs.latest_entry()) {
+            assert!(
+                start <= earliest.start_offset && latest.start_offset <= leo,
+                "leader epochs {:?} outside the log [{start}, {leo}]",
+                epochs.entries()
+            );
+        }
+        if let Some(hw) = inner.high_watermark {
+            assert!(start <= hw && hw <= leo, "high watermark {hw} outside the log [{start}, {leo}]");
         }
         // The log end first: a reader that sees the new unstable offset sees a log end
         // at least as far.

@@ -1,7 +1,8 @@
 //! The log's side of producer state: the queries the broker makes (last stable offset,
-//! aborted transactions, DescribeProducers, expiration), and keeping the
-//! [`ProducerStateManager`] and the transaction indexes consistent with the segments
-//! through rolls, recovery and truncation (snapshots plus replay).
+//! aborted transactions, DescribeProducers, expiration), the high watermark that makes
+//! completed transactions stable, and keeping the [`ProducerStateManager`] and the
+//! transaction indexes consistent with the segments through rolls, recovery and
+//! truncation (snapshots plus replay).
 
 use std::sync::atomic::Ordering;
 
@@ -11,20 +12,43 @@ use crate::index::AbortedTxn;
 use crate::producer_state::{ActiveProducer, Origin};
 
 impl Log {
-    /// First offset of the oldest open transaction (raised to the log start offset if
-    /// retention passed it), or `None` when no transaction is open. The last stable
-    /// offset is this or else the log end offset; a `read_committed` fetch reads up to
-    /// min(LSO, high watermark). Lock-free.
+    /// First offset of the oldest unstable transaction (raised to the log start offset
+    /// if retention passed it), or `None` when there is none. A transaction is unstable
+    /// while it is open, and once completed until the high watermark passes its marker
+    /// (Kafka's unreplicated transactions: a new leader may not have the marker), see
+    /// [`Log::update_high_watermark`]. Lock-free.
     pub fn first_unstable_offset(&self) -> Option<i64> {
         let offset = self.first_unstable_offset.load(Ordering::Acquire);
         (offset != NO_UNSTABLE_OFFSET).then_some(offset)
     }
 
-    /// The last stable offset (LSO): [`Log::first_unstable_offset`] or else the log end
-    /// offset. The broker bounds it by the high watermark. Lock-free.
+    /// The last stable offset (LSO) as far as the log knows it:
+    /// [`Log::first_unstable_offset`] or else the log end offset. The broker bounds it
+    /// by the high watermark (a `read_committed` fetch reads up to min(LSO, HW)) and
+    /// calls [`Log::update_high_watermark`] whenever the high watermark moves, without
+    /// which completed transactions never become stable. Lock-free.
     pub fn last_stable_offset(&self) -> i64 {
         let log_end_offset = self.log_end_offset();
         self.first_unstable_offset().map_or(log_end_offset, |offset| offset.min(log_end_offset))
+    }
+
+    /// Tells the log the partition's high watermark: transactions completed by a marker
+    /// below it are replicated and become stable (Kafka's `onHighWatermarkUpdated`). The
+    /// broker calls it whenever the high watermark moves, on leaders and followers, and
+    /// right after opening the log (with the checkpointed high watermark); a single-node
+    /// broker calls it with the log end offset after each append. `high_watermark` is
+    /// clamped to [log start offset, log end offset], as Kafka's `updateHighWatermark`
+    /// does (a follower may hear of one beyond its log end); returns the clamped value.
+    /// The value is also remembered for rebuilds of producer state (truncation), which
+    /// treat completions at or above it as unreplicated.
+    pub fn update_high_watermark(&self, high_watermark: i64) -> Result<i64> {
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        let clamped = high_watermark.clamp(inner.log_start_offset, inner.log_end_offset());
+        inner.high_watermark = Some(clamped);
+        inner.producer_state.on_high_watermark_updated(clamped);
+        self.publish(&inner);
+        Ok(clamped)
     }
 
     /// The aborted transactions overlapping `[start_offset, upper_bound_offset)`: every
@@ -92,21 +116,28 @@ pub(super) fn take_producer_snapshot(inner: &mut LogInner, sync: bool) -> Result
 
 /// Rebuilds producer state, ongoing transactions and transaction index entries from the
 /// newest usable snapshot at or below `replay_from_at_most` and a replay of the log
-/// after it (Kafka's `rebuildProducerState` / `truncateAndReload`).
+/// after it (Kafka's `rebuildProducerState` / `truncateAndReload`); with
+/// `rebuild_epochs`, the same pass also rebuilds the leader epoch cache (empty on entry)
+/// from the headers of every batch.
 ///
 /// Snapshots above the log end (truncated away) or below the first segment (their
 /// replay would skip deleted batches) are deleted first. Without a usable snapshot the
 /// whole log is replayed. Index entries already present are kept; missing ones are
-/// appended.
+/// appended. Completed transactions the replay sees count as unreplicated unless the
+/// high watermark the log was told of is past their markers; those that were
+/// unreplicated before and are still in the log stay so, even if completed before the
+/// snapshot the replay starts from.
 pub(super) fn rebuild_producer_state(
     inner: &mut LogInner,
     replay_from_at_most: i64,
+    rebuild_epochs: bool,
     now_ms: i64,
     expiration_ms: i64,
 ) -> Result<()> {
     let log_end_offset = inner.log_end_offset();
     let first_base = inner.first_segment_base();
     let state = &mut inner.producer_state;
+    let still_unreplicated = state.unreplicated_below(log_end_offset);
     state.delete_snapshots_where(|offset| offset > log_end_offset || offset < first_base)?;
     let max_start = replay_from_at_most.min(log_end_offset);
     let start = match state.load_latest_snapshot(first_base, max_start, now_ms, expiration_ms)? {
@@ -116,25 +147,40 @@ pub(super) fn rebuild_producer_state(
             first_base
         }
     };
-    replay(inner, start)?;
-    inner.producer_state.set_map_end_offset(log_end_offset);
+    debug_assert!(!rebuild_epochs || inner.leader_epochs.entries().is_empty(), "epochs rebuilt into a cache");
+    replay(inner, start, rebuild_epochs)?;
+    let state = &mut inner.producer_state;
+    state.set_map_end_offset(log_end_offset);
+    state.restore_unreplicated(still_unreplicated);
+    state.on_high_watermark_updated(inner.log_start_offset);
+    if let Some(high_watermark) = inner.high_watermark {
+        state.on_high_watermark_updated(high_watermark);
+    }
     Ok(())
 }
 
 /// Feeds every producer batch at or after `start` through producer state (as
 /// replication would) and records the aborts it completes in their segments'
-/// transaction indexes. Reads headers only, plus the small control batches.
-fn replay(inner: &mut LogInner, start: i64) -> Result<()> {
-    let LogInner { segments, producer_state, .. } = inner;
-    let floor = segments.range(..=start).next_back().map_or(i64::MIN, |(base, _)| *base);
+/// transaction indexes; with `rebuild_epochs`, scans from the first segment and also
+/// assigns each new leader epoch its first batch's base offset. Reads headers only
+/// (the scan `LogSegment::for_each_batch_from`), plus the small control batches.
+fn replay(inner: &mut LogInner, start: i64, rebuild_epochs: bool) -> Result<()> {
+    let LogInner { segments, producer_state, leader_epochs, .. } = inner;
+    let producer_floor = segments.range(..=start).next_back().map_or(i64::MIN, |(base, _)| *base);
+    let floor = if rebuild_epochs { i64::MIN } else { producer_floor };
     let mut aborted_by_segment: Vec<(i64, Vec<AbortedTxn>)> = Vec::new();
     let mut batches = 0u64;
     for (base, segment) in segments.range(floor..) {
-        if segment.next_offset() <= start {
+        let scan_from = if rebuild_epochs { *base } else { start };
+        if segment.next_offset() <= scan_from {
             continue;
         }
         let mut aborted = Vec::new();
-        segment.for_each_batch_from(start, |position, header| {
+        segment.for_each_batch_from(scan_from, |position, header| {
+            // Kafka's segment recovery rule: only a real epoch newer than the latest.
+            if rebuild_epochs && leader_epochs.is_new_epoch(header.partition_leader_epoch) {
+                leader_epochs.assign(header.partition_leader_epoch, header.base_offset);
+            }
             // A batch straddling `start` is already in the snapshot.
             if header.producer_id < 0 || header.base_offset < start {
                 return Ok(());
@@ -156,6 +202,12 @@ fn replay(inner: &mut LogInner, start: i64) -> Result<()> {
             }
         }
     }
-    tracing::debug!(start, batches, "replayed producer batches");
+    tracing::debug!(
+        start,
+        batches,
+        rebuild_epochs,
+        epochs = leader_epochs.entries().len(),
+        "replayed producer batches"
+    );
     Ok(())
 }

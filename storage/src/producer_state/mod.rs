@@ -1,6 +1,6 @@
 //! `ProducerStateManager`: per partition, what each producer id has appended recently
-//! (idempotence) and which transactions are open (last stable offset, aborted
-//! transactions). Kafka's `ProducerStateManager`, `ProducerStateEntry` and
+//! (idempotence), which transactions are open and which completed ones may not be
+//! replicated yet (last stable offset, aborted transactions). Kafka's `ProducerStateManager`, `ProducerStateEntry` and
 //! `ProducerAppendInfo`, as a pure core: the [`crate::Log`] owns one under its lock, asks
 //! it to validate an append before writing ([`ProducerStateManager::prepare_update`]),
 //! applies the result after, and persists it as snapshots ([`snapshot`]) from which it is
@@ -46,6 +46,10 @@ pub(crate) struct ProducerStateManager {
     producers: HashMap<i64, ProducerStateEntry>,
     /// Open transactions by first offset -> producer id.
     ongoing_txns: BTreeMap<i64, i64>,
+    /// Kafka's `unreplicatedTxns`: transactions completed by a marker not yet below the
+    /// high watermark, by first offset -> marker offset. A new leader may lack the
+    /// marker, so they stay unstable until the high watermark passes it.
+    unreplicated_txns: BTreeMap<i64, i64>,
     /// The state reflects every batch below this offset.
     map_end_offset: i64,
     /// Offset of the last snapshot written or loaded.
@@ -61,6 +65,7 @@ impl ProducerStateManager {
             dir: dir.to_path_buf(),
             producers: HashMap::new(),
             ongoing_txns: BTreeMap::new(),
+            unreplicated_txns: BTreeMap::new(),
             map_end_offset: 0,
             last_snap_offset: 0,
             snapshots: snapshot::list(dir)?.into_iter().collect(),
@@ -69,7 +74,8 @@ impl ProducerStateManager {
 
     /// Applies a validated update whose batches were written below `map_end_offset`.
     /// Returns the transactions it aborted, with the last stable offset right after
-    /// each marker, for the transaction index (in marker order).
+    /// each marker, for the transaction index (in marker order). Completed transactions
+    /// become unreplicated until [`Self::on_high_watermark_updated`] passes their markers.
     pub(crate) fn apply(&mut self, update: ProducerStateUpdate, map_end_offset: i64) -> Vec<AbortedTxn> {
         self.producers.extend(update.entries);
         for (first_offset, producer_id) in update.started_txns {
@@ -85,7 +91,9 @@ impl ProducerStateManager {
                     last_stable_offset: self.last_stable_offset_after(&txn),
                 });
             }
-            self.ongoing_txns.remove(&txn.first_offset);
+            let open = self.ongoing_txns.remove(&txn.first_offset);
+            debug_assert!(open.is_some(), "completed a transaction that was not open: {txn:?}");
+            self.unreplicated_txns.insert(txn.first_offset, txn.last_offset);
         }
         debug_assert!(map_end_offset >= self.map_end_offset, "producer state cannot go back");
         self.map_end_offset = map_end_offset;
@@ -104,6 +112,37 @@ impl ProducerStateManager {
     /// First offset of the oldest open transaction.
     pub(crate) fn first_undecided_offset(&self) -> Option<i64> {
         self.ongoing_txns.keys().next().copied()
+    }
+
+    /// Kafka's `firstUnstableOffset`: first offset of the oldest transaction that is open
+    /// or completed by a marker the high watermark has not passed.
+    pub(crate) fn first_unstable_offset(&self) -> Option<i64> {
+        let unreplicated = self.unreplicated_txns.keys().next().copied();
+        match (self.first_undecided_offset(), unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The high watermark (or the log start offset) reached `offset`: completed
+    /// transactions whose markers are below it are stable.
+    pub(crate) fn on_high_watermark_updated(&mut self, offset: i64) {
+        self.unreplicated_txns.retain(|_, marker_offset| *marker_offset >= offset);
+    }
+
+    /// The unreplicated transactions whose markers are below `offset`, as (first
+    /// offset, marker offset): what a truncation to `offset` leaves completed.
+    pub(crate) fn unreplicated_below(&self, offset: i64) -> Vec<(i64, i64)> {
+        self.unreplicated_txns.iter().filter(|(_, marker)| **marker < offset).map(|(f, m)| (*f, *m)).collect()
+    }
+
+    /// Puts back unreplicated transactions saved before a rebuild whose replay started
+    /// after their markers (so did not see them complete).
+    pub(crate) fn restore_unreplicated(&mut self, txns: Vec<(i64, i64)>) {
+        for (first_offset, marker_offset) in txns {
+            debug_assert!(!self.ongoing_txns.contains_key(&first_offset), "completed transaction reopened");
+            self.unreplicated_txns.insert(first_offset, marker_offset);
+        }
     }
 
     /// Every known producer, by id.
@@ -162,6 +201,7 @@ impl ProducerStateManager {
     pub(crate) fn reset_to(&mut self, offset: i64) {
         self.producers.clear();
         self.ongoing_txns.clear();
+        self.unreplicated_txns.clear();
         self.map_end_offset = offset;
         self.last_snap_offset = offset;
     }

@@ -175,3 +175,25 @@ fn snapshots_round_trip_state_and_skip_corrupt_files() {
     assert_eq!(reloaded.load_latest_snapshot(0, 100, 1_000_000, 1000).unwrap(), Some(2));
     assert_eq!(reloaded.len(), 1, "the producer with an open transaction stays");
 }
+
+#[test]
+fn completed_transactions_stay_unstable_until_the_high_watermark_passes_their_markers() {
+    let (_dir, mut psm) = manager();
+    append(&mut psm, &[txn(1, 0, 0, 3, 0)], Origin::Client).unwrap();
+    append(&mut psm, &[txn(2, 0, 0, 1, 3)], Origin::Client).unwrap();
+    append(&mut psm, &[marker(1, 0, true, 0, 4)], Origin::Coordinator).unwrap();
+    assert_eq!(psm.first_undecided_offset(), Some(3), "only producer 2 is open");
+    assert_eq!(psm.first_unstable_offset(), Some(0), "producer 1's commit is not replicated");
+    assert_eq!(psm.unreplicated_below(5), vec![(0, 4)]);
+    assert!(psm.unreplicated_below(4).is_empty(), "a cut at the marker would reopen it");
+    psm.on_high_watermark_updated(4);
+    assert_eq!(psm.first_unstable_offset(), Some(0), "the marker itself is at the high watermark");
+    psm.on_high_watermark_updated(5);
+    assert_eq!(psm.first_unstable_offset(), Some(3));
+    append(&mut psm, &[marker(2, 0, false, 0, 5)], Origin::Coordinator).unwrap();
+    assert_eq!(psm.first_unstable_offset(), Some(3));
+    psm.restore_unreplicated(vec![(0, 4)]);
+    assert_eq!(psm.first_unstable_offset(), Some(0));
+    psm.reset_to(6);
+    assert_eq!(psm.first_unstable_offset(), None);
+}

@@ -145,15 +145,20 @@ pub fn marker(producer_id: i64, epoch: i16, commit: bool, coordinator_epoch: i32
     .expect("build marker")
 }
 
-/// Appends a marker the way the transaction coordinator does.
+/// Appends a marker the way the transaction coordinator does, then moves the high
+/// watermark to the log end as a single-node broker does after every append, so the
+/// completed transaction is stable at once.
 pub fn end_txn(log: &Log, producer_id: i64, epoch: i16, commit: bool) -> strata_storage::AppendInfo {
-    log.append_with_origin(
-        marker(producer_id, epoch, commit, 0),
-        0,
-        strata_storage::AppendOrigin::Coordinator,
-        1_000,
-    )
-    .expect("append marker")
+    let info = log
+        .append_with_origin(
+            marker(producer_id, epoch, commit, 0),
+            0,
+            strata_storage::AppendOrigin::Coordinator,
+            1_000,
+        )
+        .expect("append marker");
+    log.update_high_watermark(log.log_end_offset()).expect("update high watermark");
+    info
 }
 
 /// Names of the files in `dir` ending with `suffix`, sorted.
