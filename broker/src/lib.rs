@@ -8,6 +8,7 @@ mod background;
 pub mod broker;
 pub mod config;
 mod connection;
+pub mod controller;
 pub mod errors;
 pub mod group;
 pub mod group_service;
