@@ -20,6 +20,7 @@ pub mod leaders;
 mod pending;
 pub mod placement;
 pub mod producer_ids;
+pub mod raft;
 pub mod topics;
 
 use crate::config::topic::TopicDefaults;
