@@ -1,12 +1,17 @@
-//! The broker's shared state: configuration, cluster identity, topics and partitions,
-//! and the topic operations several APIs share (create on demand, delete).
+//! The broker's shared state: configuration, cluster identity, the metadata image, the
+//! hosted partitions, the channel to the controller, and the services built on them.
 
 use crate::config::BrokerConfig;
-use crate::replica::ReplicaManager;
-use crate::topics::{new_topic_id, validate_topic_name, TopicMeta, TopicRegistry, TopicStoreError};
-use std::collections::{BTreeMap, HashMap};
+use crate::controller::channel::ControllerChannel;
+use crate::metadata::{MetadataCache, MetadataImage, MetadataRecord};
+use crate::replica::{Partition, ReplicaManager};
+use crate::replication::alter_isr::IsrChanges;
+use crate::replication::fetcher::FetcherManager;
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use strata_protocol::codec::Uuid;
 use strata_protocol::ErrorCode;
 use strata_storage::{LogManager, StorageError};
 
@@ -31,53 +36,27 @@ pub enum StartError {
         /// node.id configured.
         configured: i32,
     },
-    /// The topic store failed.
+    /// The data directory belongs to another cluster than the quorum's.
+    #[error(
+        "meta.properties in {path} is for cluster {found}, but the controller quorum is cluster {quorum}"
+    )]
+    ClusterIdMismatch {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// cluster.id found on disk.
+        found: String,
+        /// The quorum's.
+        quorum: String,
+    },
+    /// The topic store of an older single-node data directory could not be read.
     #[error(transparent)]
-    Topics(#[from] TopicStoreError),
+    Topics(#[from] crate::topics::TopicStoreError),
     /// A log could not be opened or recovered.
     #[error(transparent)]
     Storage(#[from] StorageError),
-}
-
-/// Why a topic could not be created; each maps to a Kafka error code.
-#[derive(Debug, thiserror::Error)]
-pub enum CreateTopicError {
-    /// INVALID_TOPIC_EXCEPTION.
-    #[error("{0}")]
-    InvalidName(String),
-    /// TOPIC_ALREADY_EXISTS.
-    #[error("topic '{0}' already exists")]
-    AlreadyExists(String),
-    /// INVALID_PARTITIONS.
-    #[error("{0}")]
-    InvalidPartitions(String),
-    /// INVALID_REPLICATION_FACTOR.
-    #[error("{0}")]
-    InvalidReplicationFactor(String),
-    /// INVALID_CONFIG.
-    #[error("{0}")]
-    InvalidConfig(String),
-    /// KAFKA_STORAGE_ERROR / UNKNOWN_SERVER_ERROR.
-    #[error(transparent)]
-    Storage(#[from] StorageError),
-    /// UNKNOWN_SERVER_ERROR.
-    #[error(transparent)]
-    Store(#[from] TopicStoreError),
-}
-
-impl CreateTopicError {
-    /// The Kafka error code for this error.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            CreateTopicError::InvalidName(_) => ErrorCode::InvalidTopicException,
-            CreateTopicError::AlreadyExists(_) => ErrorCode::TopicAlreadyExists,
-            CreateTopicError::InvalidPartitions(_) => ErrorCode::InvalidPartitions,
-            CreateTopicError::InvalidReplicationFactor(_) => ErrorCode::InvalidReplicationFactor,
-            CreateTopicError::InvalidConfig(_) => ErrorCode::InvalidConfig,
-            CreateTopicError::Storage(e) => crate::errors::storage_error_code(e),
-            CreateTopicError::Store(_) => ErrorCode::UnknownServerError,
-        }
-    }
+    /// The controller quorum could not start.
+    #[error("controller quorum: {0}")]
+    Quorum(String),
 }
 
 /// Everything request handlers share.
@@ -85,51 +64,102 @@ impl CreateTopicError {
 pub struct Broker {
     /// The validated configuration.
     pub config: BrokerConfig,
-    /// The cluster id from `meta.properties`.
-    pub cluster_id: String,
-    /// Topic metadata.
-    pub topics: TopicRegistry,
+    /// The latest metadata image from the controller quorum.
+    pub metadata: Arc<MetadataCache>,
     /// Hosted partitions.
     pub replicas: ReplicaManager,
-    /// Producer id allocation (InitProducerId).
+    /// Producer id blocks from the controller (InitProducerId).
     pub producer_ids: crate::producer_ids::ProducerIdManager,
+    /// Replica fetchers, by leader.
+    pub fetchers: FetcherManager,
+    /// The cluster id from `meta.properties`, until the quorum's is known.
+    local_cluster_id: Mutex<Option<String>>,
+    /// Random per process start (BrokerRegistration).
+    pub incarnation_id: Uuid,
+    broker_epoch: AtomicI64,
+    channel: ControllerChannel,
+    isr_changes: OnceLock<IsrChanges>,
     bound_ports: Mutex<HashMap<String, u16>>,
-    groups: std::sync::OnceLock<crate::group_service::GroupService>,
-    transactions: std::sync::OnceLock<crate::txn_service::TxnService>,
+    /// Connections to other brokers' inter-broker listeners for control traffic
+    /// (transaction markers, verification), by node id.
+    peers: Mutex<HashMap<i32, Arc<crate::net::PeerClient>>>,
+    groups: OnceLock<crate::group_service::GroupService>,
+    transactions: OnceLock<crate::txn_service::TxnService>,
+    /// Metadata records importing an older single-node data directory's topics.
+    pub(crate) bootstrap_records: Mutex<Vec<MetadataRecord>>,
+    /// The applied index of the last image applied to the hosted partitions.
+    applied: tokio::sync::watch::Sender<u64>,
 }
 
 impl Broker {
-    /// Opens the data directory: `meta.properties`, the topic store, and every log
-    /// (recovering them if the last shutdown was not clean).
+    /// Opens the data directory: `meta.properties` and every log (recovering them if the
+    /// last shutdown was not clean). Nothing is served yet: roles come from the metadata
+    /// log once the server starts.
     pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
         let dir = config.data_dir().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir { path: dir.clone(), source })?;
-        let cluster_id = load_meta_properties(&dir, config.node_id, config.cluster_id.as_deref())?;
-        let topics = TopicRegistry::open(&dir)?;
-        let producer_ids = crate::producer_ids::ProducerIdManager::open(&dir)
-            .map_err(|source| StartError::DataDir { path: dir.clone(), source })?;
+        let cluster_id = load_meta_properties(&dir, config.node_id)?;
+        let bootstrap_records = crate::topics::import_single_node_store(&dir, config.node_id)?;
         let logs = LogManager::open(
             &dir,
-            config.topic_defaults.log_config(&BTreeMap::new()),
-            crate::handlers::now_ms(),
+            config.topic_defaults.log_config(&Default::default()),
+            crate::clock::now_ms(),
         )?;
-        let replicas = ReplicaManager::new(logs);
-        let snapshot = topics.snapshot();
-        for meta in snapshot.by_name.values() {
-            let log_config = config.topic_defaults.log_config(&meta.configs);
-            replicas.ensure_topic(&meta.name, meta.partitions, &log_config)?;
-        }
-        tracing::info!(topics = snapshot.by_name.len(), cluster_id = %cluster_id, "broker opened");
+        let replicas = ReplicaManager::new(logs, config.node_id);
+        let channel = ControllerChannel::new(config.node_id, config.cluster.voters.clone());
+        tracing::info!(node_id = config.node_id, cluster_id = ?cluster_id, "broker opened");
         Ok(Arc::new(Broker {
-            config,
-            cluster_id,
-            topics,
+            producer_ids: crate::producer_ids::ProducerIdManager::new(),
+            metadata: Arc::new(MetadataCache::new()),
             replicas,
-            producer_ids,
+            fetchers: FetcherManager::default(),
+            local_cluster_id: Mutex::new(cluster_id),
+            incarnation_id: crate::topics::new_topic_id(),
+            broker_epoch: AtomicI64::new(-1),
+            channel,
+            isr_changes: OnceLock::new(),
             bound_ports: Mutex::new(HashMap::new()),
-            groups: std::sync::OnceLock::new(),
-            transactions: std::sync::OnceLock::new(),
+            peers: Mutex::new(HashMap::new()),
+            groups: OnceLock::new(),
+            transactions: OnceLock::new(),
+            bootstrap_records: Mutex::new(bootstrap_records),
+            applied: tokio::sync::watch::channel(0).0,
+            config,
         }))
+    }
+
+    /// The cluster id: the quorum's once known, else the one in `meta.properties`.
+    pub fn cluster_id(&self) -> String {
+        if let Some(id) = self.metadata.current().cluster_id.clone() {
+            return id;
+        }
+        self.local_cluster_id.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default()
+    }
+
+    /// The cluster id of `meta.properties`, if it has one.
+    pub fn local_cluster_id(&self) -> Option<String> {
+        self.local_cluster_id.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Checks the quorum's cluster id against `meta.properties` and records it there the
+    /// first time.
+    pub fn adopt_cluster_id(&self, quorum: &str) -> Result<(), StartError> {
+        let mut local = self.local_cluster_id.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = self.config.data_dir();
+        match local.as_deref() {
+            Some(found) if found != quorum => Err(StartError::ClusterIdMismatch {
+                path: dir.to_path_buf(),
+                found: found.to_string(),
+                quorum: quorum.to_string(),
+            }),
+            Some(_) => Ok(()),
+            None => {
+                write_meta_properties(dir, self.config.node_id, Some(quorum))
+                    .map_err(|source| StartError::DataDir { path: dir.to_path_buf(), source })?;
+                *local = Some(quorum.to_string());
+                Ok(())
+            }
+        }
     }
 
     /// The group coordinator; started on first use (needs a Tokio runtime).
@@ -142,136 +172,166 @@ impl Broker {
         self.transactions.get_or_init(|| crate::txn_service::TxnService::start(self))
     }
 
+    /// The group coordinator if it was started.
+    pub fn groups_if_started(&self) -> Option<&crate::group_service::GroupService> {
+        self.groups.get()
+    }
+
+    /// The transaction coordinator if it was started.
+    pub fn transactions_if_started(&self) -> Option<&crate::txn_service::TxnService> {
+        self.transactions.get()
+    }
+
+    /// The channel to the active controller.
+    pub fn controller_channel(&self) -> &ControllerChannel {
+        &self.channel
+    }
+
+    /// The queue of ISR changes to the controller; started on first use.
+    pub fn isr_changes(self: &Arc<Self>) -> &IsrChanges {
+        self.isr_changes.get_or_init(|| IsrChanges::start(Arc::downgrade(self)))
+    }
+
+    /// This broker's epoch from its registration (-1 before it registered).
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    /// Records the epoch the controller gave this broker's registration.
+    pub fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch.store(epoch, Ordering::Release);
+    }
+
     /// Records the port a listener actually bound (for `port 0` in tests).
     pub fn set_bound_port(&self, listener: &str, port: u16) {
         self.bound_ports.lock().unwrap_or_else(|p| p.into_inner()).insert(listener.to_string(), port);
     }
 
-    /// The host and port clients should use to reach this broker.
-    pub fn advertised_address(&self) -> (String, i32) {
-        let l = &self.config.advertised_listeners[0];
-        let port = if l.port == 0 {
-            let ports = self.bound_ports.lock().unwrap_or_else(|p| p.into_inner());
-            ports.get(&l.name).copied().unwrap_or(0)
-        } else {
-            l.port
-        };
-        let host =
-            if l.host.is_empty() || l.host == "0.0.0.0" { "127.0.0.1".to_string() } else { l.host.clone() };
-        (host, i32::from(port))
+    /// The port a listener bound, if it has.
+    pub fn bound_port(&self, listener: &str) -> Option<u16> {
+        self.bound_ports.lock().unwrap_or_else(|p| p.into_inner()).get(listener).copied()
     }
 
-    /// Creates a topic. `partitions`/`replication_factor` of -1 take the broker
-    /// defaults. With `validate_only` nothing is written.
-    pub fn create_topic(
+    /// The endpoints this broker registers: its advertised broker listeners, with ports
+    /// given as 0 replaced by the bound ones and unspecified hosts by loopback.
+    pub fn advertised_endpoints(&self) -> Vec<crate::metadata::Endpoint> {
+        self.config
+            .advertised_listeners
+            .iter()
+            .map(|l| {
+                let port = if l.port == 0 { self.bound_port(&l.name).unwrap_or(0) } else { l.port };
+                let host = if l.host.is_empty() || l.host == "0.0.0.0" {
+                    "127.0.0.1".to_string()
+                } else {
+                    l.host.clone()
+                };
+                crate::metadata::Endpoint { listener: l.name.clone(), host, port }
+            })
+            .collect()
+    }
+
+    /// The host and port clients of `listener` should use to reach this broker.
+    pub fn advertised_address(&self, listener: &str) -> (String, i32) {
+        let endpoints = self.advertised_endpoints();
+        let e = endpoints.iter().find(|e| e.listener == listener).or(endpoints.first());
+        e.map_or((String::from("127.0.0.1"), 0), |e| (e.host.clone(), i32::from(e.port)))
+    }
+
+    /// "host:port" of `node`'s inter-broker listener, from the metadata.
+    pub fn inter_broker_address(&self, node: i32) -> Option<String> {
+        let image = self.metadata.current();
+        let b = image.broker(node)?;
+        let e = b.endpoint(&self.config.cluster.inter_broker_listener_name).or(b.endpoints.first())?;
+        Some(format!("{}:{}", e.host, e.port))
+    }
+
+    /// A control connection to `node`'s inter-broker listener (one per node, reconnected
+    /// if the node's address changed).
+    pub fn peer(&self, node: i32) -> Option<Arc<crate::net::PeerClient>> {
+        let addr = self.inter_broker_address(node)?;
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let client = peers.entry(node).or_insert_with(|| {
+            Arc::new(crate::net::PeerClient::new(
+                addr.clone(),
+                format!("strata-broker-{}", self.config.node_id),
+            ))
+        });
+        if client.addr() != addr {
+            *client =
+                Arc::new(crate::net::PeerClient::new(addr, format!("strata-broker-{}", self.config.node_id)));
+        }
+        Some(client.clone())
+    }
+
+    /// The partition if this broker leads it; else the error a client should see
+    /// (NOT_LEADER_OR_FOLLOWER if the partition exists elsewhere).
+    pub fn leader_partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
+        match self.replicas.get(topic, index) {
+            Some(p) if p.is_leader() => Ok(p),
+            Some(_) => Err(ErrorCode::NotLeaderOrFollower),
+            None => Err(unhosted_error(&self.metadata.current(), topic, index)),
+        }
+    }
+
+    /// Records that the hosted partitions reflect the image at `index`.
+    pub fn set_applied(&self, index: u64) {
+        self.applied.send_replace(index);
+    }
+
+    /// Waits (up to `timeout`) until this broker's metadata shows every topic of `names`
+    /// and, for partitions it leads, hosts them as leader: what a client that just
+    /// created a topic here will ask for next. Returns the image it saw last.
+    pub async fn await_topics_applied(
         &self,
-        name: &str,
-        partitions: i32,
-        replication_factor: i16,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<Arc<TopicMeta>, CreateTopicError> {
-        validate_topic_name(name).map_err(CreateTopicError::InvalidName)?;
-        let partitions = if partitions == -1 { self.config.num_partitions } else { partitions };
-        if partitions <= 0 {
-            return Err(CreateTopicError::InvalidPartitions(format!(
-                "number of partitions must be larger than 0, got {partitions}"
-            )));
-        }
-        let rf = if replication_factor == -1 {
-            self.config.default_replication_factor
-        } else {
-            replication_factor
-        };
-        if rf <= 0 {
-            return Err(CreateTopicError::InvalidReplicationFactor(format!(
-                "replication factor must be larger than 0, got {rf}"
-            )));
-        }
-        if rf > 1 {
-            return Err(CreateTopicError::InvalidReplicationFactor(format!(
-                "replication factor {rf} is larger than the number of brokers (1)"
-            )));
-        }
-        for (k, v) in &configs {
-            crate::config::topic::validate(k, v).map_err(|reason| {
-                CreateTopicError::InvalidConfig(format!("invalid config {k}={v}: {reason}"))
-            })?;
-        }
-        let log_config = self.config.topic_defaults.log_config(&configs);
-        let created = self.topics.update(name, |old| {
-            if let Some(old) = old {
-                return (Some(old.clone()), Err(CreateTopicError::AlreadyExists(old.name.clone())));
+        names: &[String],
+        timeout: std::time::Duration,
+    ) -> Arc<MetadataImage> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rx = self.applied.subscribe();
+        let me = self.config.node_id;
+        loop {
+            let image = self.metadata.current();
+            let ready = names.iter().all(|n| {
+                image.topic(n).is_some_and(|t| {
+                    t.partitions
+                        .iter()
+                        .filter(|p| p.leader == me)
+                        .all(|p| self.replicas.get(n, p.partition).is_some_and(|x| x.is_leader()))
+                })
+            });
+            if ready || tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+                return self.metadata.current();
             }
-            let meta = TopicMeta {
-                name: name.to_string(),
-                id: new_topic_id(),
-                partitions,
-                configs: configs.clone(),
-                internal: name.starts_with("__"),
-            };
-            if validate_only {
-                (None, Ok(meta))
-            } else {
-                (Some(meta.clone()), Ok(meta))
-            }
-        })??;
-        if !validate_only {
-            self.replicas.ensure_topic(name, partitions, &log_config)?;
-            tracing::info!(topic = name, partitions, "topic created");
-        }
-        Ok(Arc::new(created))
-    }
-
-    /// The topic, creating it with the broker defaults if `auto.create.topics.enable`
-    /// allows and `allow` is true.
-    pub fn get_or_auto_create(&self, name: &str, allow: bool) -> Result<Arc<TopicMeta>, ErrorCode> {
-        if let Some(meta) = self.topics.get(name) {
-            return Ok(meta);
-        }
-        if !(allow && self.config.auto_create_topics_enable) {
-            return Err(ErrorCode::UnknownTopicOrPartition);
-        }
-        match self.create_topic(name, -1, -1, BTreeMap::new(), false) {
-            Ok(meta) => Ok(meta),
-            Err(CreateTopicError::AlreadyExists(_)) => {
-                self.topics.get(name).ok_or(ErrorCode::UnknownTopicOrPartition)
-            }
-            Err(e) => Err(e.code()),
         }
     }
 
-    /// Deletes a topic and its data.
-    pub fn delete_topic(&self, name: &str) -> Result<(), ErrorCode> {
-        if !self.config.delete_topic_enable {
-            return Err(ErrorCode::TopicDeletionDisabled);
-        }
-        let existed = self
-            .topics
-            .update(name, |old| (None, old.is_some()))
-            .map_err(|_| ErrorCode::UnknownServerError)?;
-        if !existed {
-            return Err(ErrorCode::UnknownTopicOrPartition);
-        }
-        self.replicas.delete_topic(name).map_err(|e| crate::errors::storage_error_code(&e))?;
-        if let Some(groups) = self.groups.get() {
-            groups.topics_deleted(vec![name.to_string()]);
-        }
-        tracing::info!(topic = name, "topic deleted");
-        Ok(())
+    /// Waits (up to `timeout`) until this broker's metadata no longer shows `names`.
+    pub async fn await_topics_gone(&self, names: &[String], timeout: std::time::Duration) {
+        let names = names.to_vec();
+        self.metadata.wait_for(timeout, move |i| names.iter().all(|n| i.topic(n).is_none())).await;
     }
 
-    /// Flushes and closes every log, writing the clean-shutdown marker.
+    /// Stops background work and closes every log cleanly.
     pub fn close(&self) {
+        self.fetchers.shutdown();
         if let Err(e) = self.replicas.close() {
             tracing::error!(error = %e, "closing logs failed; the next start will recover them");
         }
     }
 }
 
-/// Reads or creates `meta.properties` (Kafka's format: `version`, `node.id`,
-/// `cluster.id`) and returns the cluster id.
-fn load_meta_properties(dir: &Path, node_id: i32, configured: Option<&str>) -> Result<String, StartError> {
+/// The error for a partition this broker does not host.
+pub fn unhosted_error(image: &MetadataImage, topic: &str, index: i32) -> ErrorCode {
+    if image.partition(topic, index).is_some() {
+        ErrorCode::NotLeaderOrFollower
+    } else {
+        ErrorCode::UnknownTopicOrPartition
+    }
+}
+
+/// Reads or creates `meta.properties` (Kafka's format: `version`, `node.id`, and
+/// `cluster.id` once the quorum's is known) and returns the cluster id it holds.
+fn load_meta_properties(dir: &Path, node_id: i32) -> Result<Option<String>, StartError> {
     let path = dir.join("meta.properties");
     let io = |source| StartError::DataDir { path: path.clone(), source };
     match std::fs::read_to_string(&path) {
@@ -286,19 +346,23 @@ fn load_meta_properties(dir: &Path, node_id: i32, configured: Option<&str>) -> R
                     });
                 }
             }
-            if let Some(id) = props.get("cluster.id") {
-                return Ok(id.clone());
-            }
-            Err(io(std::io::Error::new(std::io::ErrorKind::InvalidData, "meta.properties has no cluster.id")))
+            Ok(props.get("cluster.id").cloned())
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let cluster_id = configured.map(str::to_string).unwrap_or_else(|| new_topic_id().to_string());
-            let text = format!("#Written by Strata\nversion=1\nnode.id={node_id}\ncluster.id={cluster_id}\n");
-            let tmp = dir.join("meta.properties.tmp");
-            std::fs::write(&tmp, text).map_err(io)?;
-            std::fs::rename(&tmp, &path).map_err(io)?;
-            Ok(cluster_id)
+            write_meta_properties(dir, node_id, None).map_err(io)?;
+            Ok(None)
         }
         Err(e) => Err(io(e)),
     }
+}
+
+fn write_meta_properties(dir: &Path, node_id: i32, cluster_id: Option<&str>) -> std::io::Result<()> {
+    let mut text = format!("#Written by Strata\nversion=1\nnode.id={node_id}\n");
+    if let Some(id) = cluster_id {
+        text.push_str(&format!("cluster.id={id}\n"));
+    }
+    let tmp = dir.join("meta.properties.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, dir.join("meta.properties"))
 }

@@ -26,6 +26,28 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
+/// Which API table a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerKind {
+    /// A client listener (`PLAINTEXT`, the inter-broker listener): the Kafka APIs.
+    Broker,
+    /// A controller listener (`controller.listener.names`): the Raft RPCs and the
+    /// broker-to-controller APIs.
+    Controller,
+}
+
+/// Where a request came from, for handlers that answer per listener (Metadata and
+/// FindCoordinator return the endpoints of the listener the client used).
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The listener's name.
+    pub listener: Arc<str>,
+    /// The listener's kind.
+    pub kind: ListenerKind,
+}
+
 /// A decoded frame: a request to handle, or a response the codec made itself
 /// (UNSUPPORTED_VERSION for ApiVersions).
 enum Work {
@@ -38,8 +60,11 @@ pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
+    kind: ListenerKind,
+    listener: Arc<str>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let ctx = RequestContext { peer, listener, kind };
     let span = tracing::debug_span!("connection", %peer);
     async move {
         let (mut rd, wr) = stream.into_split();
@@ -51,7 +76,7 @@ pub async fn serve(
                 match frames.next_frame() {
                     Ok(Some(frame)) => {
                         let Some(work) = decode(frame) else { break 'conn };
-                        if !handle(&broker, work, &responses, peer).await {
+                        if !handle(&broker, work, &responses, &ctx).await {
                             break 'conn;
                         }
                     }
@@ -112,7 +137,7 @@ async fn handle(
     broker: &Arc<Broker>,
     work: Work,
     responses: &mpsc::Sender<Vec<Chunk>>,
-    peer: SocketAddr,
+    ctx: &RequestContext,
 ) -> bool {
     let request = match work {
         Work::Respond(chunks) => return responses.send(chunks).await.is_ok(),
@@ -125,7 +150,11 @@ async fn handle(
         correlation_id = request.header.correlation_id,
         client_id = request.header.client_id.as_deref().unwrap_or(""),
     );
-    match handlers::dispatch(broker, request, peer).instrument(span).await {
+    let outcome = match ctx.kind {
+        ListenerKind::Broker => handlers::dispatch(broker, request, ctx).instrument(span).await,
+        ListenerKind::Controller => handlers::controller::dispatch(broker, request).instrument(span).await,
+    };
+    match outcome {
         handlers::Outcome::Respond(chunks) => responses.send(chunks).await.is_ok(),
         handlers::Outcome::NoResponse => true,
         handlers::Outcome::Close => false,

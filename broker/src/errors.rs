@@ -22,5 +22,7 @@ pub fn storage_error_code(e: &StorageError) -> ErrorCode {
         StorageError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
         StorageError::InvalidTxnState { .. } => ErrorCode::InvalidTxnState,
         StorageError::TransactionCoordinatorFenced { .. } => ErrorCode::TransactionCoordinatorFenced,
+        // A leader append with an epoch older than the log's: this broker was deposed.
+        StorageError::StaleLeaderEpoch { .. } => ErrorCode::NotLeaderOrFollower,
     }
 }

@@ -6,17 +6,22 @@
 //! [`GroupCoordinator::next_deadline`]. No lock is held across an await; the state
 //! machine is only ever touched by this task.
 //!
-//! `__consumer_offsets` is created on first use (FindCoordinator, or any group request)
-//! with `offsets.topic.num.partitions` partitions and `cleanup.policy=compact`; when it
-//! already exists at start-up every partition is replayed before the first request is
-//! served, so committed offsets survive restarts.
+//! `__consumer_offsets` is created through the controller on first use (FindCoordinator)
+//! with `offsets.topic.num.partitions` partitions, `offsets.topic.replication.factor`
+//! replicas and `cleanup.policy=compact`. The coordinator owns the partitions this broker
+//! leads: when the metadata makes it leader of one, the partition is replayed from its
+//! log (requests for its groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it
+//! loses one, its groups are unloaded (NOT_COORDINATOR). Writes are appended as leader
+//! and count as done once replicated (`acks=all`), in issue order per partition.
 
 use crate::broker::Broker;
-use crate::group::{Action, GroupConfig, GroupCoordinator, RequestMeta, RequestToken, Response};
+use crate::group::{Action, AppendId, GroupConfig, GroupCoordinator, RequestMeta, RequestToken, Response};
 use crate::handlers::now_ms;
-use crate::internal_topics::{self, CONSUMER_OFFSETS};
-use std::collections::{HashMap, VecDeque};
+use crate::internal_topics::{self, PendingAppends, CONSUMER_OFFSETS};
+use crate::replica::Partition;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 use strata_protocol::messages::{
     delete_groups::DeleteGroupsRequest, describe_groups::DescribeGroupsRequest, heartbeat::HeartbeatRequest,
     join_group::JoinGroupRequest, leave_group::LeaveGroupRequest, list_groups::ListGroupsRequest,
@@ -55,15 +60,32 @@ pub enum GroupRequest {
 }
 
 enum Command {
-    Call { meta: RequestMeta, request: Box<GroupRequest>, reply: oneshot::Sender<ResponseBody> },
-    EnsureTopic { reply: oneshot::Sender<Result<(), ErrorCode>> },
+    Call {
+        meta: RequestMeta,
+        request: Box<GroupRequest>,
+        reply: oneshot::Sender<ResponseBody>,
+    },
     TopicsDeleted(Vec<String>),
-    TransactionCompleted { partition: i32, producer_id: i64, commit: bool },
+    TransactionCompleted {
+        partition: i32,
+        producer_id: i64,
+        commit: bool,
+    },
+    /// The `__consumer_offsets` partitions this broker leads (partition → leader epoch),
+    /// and the topic's partition count.
+    Leadership {
+        led: BTreeMap<i32, i32>,
+        partitions: i32,
+    },
+    /// An append of this partition may be replicated now.
+    AppendProgress(i32),
 }
 
 /// Handle to the group coordinator task.
 #[derive(Debug, Clone)]
 pub struct GroupService {
+    broker: Weak<Broker>,
+    partitions: i32,
     tx: mpsc::Sender<Command>,
     /// Broker-internal notifications (transaction outcomes, deleted topics): never
     /// dropped, so they do not share the bounded client request queue.
@@ -74,8 +96,9 @@ impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Command::Call { meta, .. } => write!(f, "Call({:?})", meta.token),
-            Command::EnsureTopic { .. } => f.write_str("EnsureTopic"),
             Command::TopicsDeleted(t) => write!(f, "TopicsDeleted({t:?})"),
+            Command::Leadership { led, .. } => write!(f, "Leadership({led:?})"),
+            Command::AppendProgress(p) => write!(f, "AppendProgress({p})"),
             Command::TransactionCompleted { producer_id, .. } => {
                 write!(f, "TransactionCompleted({producer_id})")
             }
@@ -109,33 +132,56 @@ pub fn group_config(broker: &Broker) -> GroupConfig {
 }
 
 impl GroupService {
-    /// Starts the coordinator task. If `__consumer_offsets` exists, its partitions are
-    /// loaded first.
+    /// Starts the coordinator task; it owns nothing until the metadata says this broker
+    /// leads partitions of `__consumer_offsets` ([`GroupService::leadership`]).
     pub fn start(broker: &Arc<Broker>) -> GroupService {
         let (tx, rx) = mpsc::channel(1024);
         let (internal, internal_rx) = mpsc::unbounded_channel();
         let mut config = group_config(broker);
         // Groups hash over the partition count the topic really has.
-        if let Some(meta) = broker.topics.get(CONSUMER_OFFSETS) {
-            config.offsets_topic_num_partitions = meta.partitions;
+        if let Some(t) = broker.metadata.current().topic(CONSUMER_OFFSETS) {
+            config.offsets_topic_num_partitions = t.partitions.len() as i32;
         }
+        let partitions = config.offsets_topic_num_partitions;
+        let timeout = Duration::from_millis(
+            broker.config.raw.get("offsets.commit.timeout.ms").and_then(|v| v.parse().ok()).unwrap_or(5000),
+        );
         let task = Task {
             broker: Arc::downgrade(broker),
             coordinator: GroupCoordinator::new(config),
             waiting: HashMap::new(),
-            loaded: false,
+            owned: BTreeMap::new(),
+            pending: PendingAppends::new(timeout),
+            internal: internal.clone(),
         };
         tokio::spawn(task.run(rx, internal_rx));
-        GroupService { tx, internal }
+        GroupService { broker: Arc::downgrade(broker), partitions, tx, internal }
     }
 
-    /// Creates and loads `__consumer_offsets` if that has not happened yet.
+    /// Creates `__consumer_offsets` through the controller if it does not exist yet.
     pub async fn ensure_topic(&self) -> Result<(), ErrorCode> {
-        let (reply, rx) = oneshot::channel();
-        if self.tx.send(Command::EnsureTopic { reply }).await.is_err() {
-            return Err(ErrorCode::CoordinatorNotAvailable);
-        }
-        rx.await.unwrap_or(Err(ErrorCode::CoordinatorNotAvailable))
+        let broker = self.broker.upgrade().ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        let rf = broker.config.cluster.offsets_topic_replication_factor;
+        internal_topics::ensure_coordinator_topic(
+            &broker,
+            CONSUMER_OFFSETS,
+            self.partitions,
+            rf,
+            "offsets.topic.segment.bytes",
+            &[("compression.type", "producer".to_string())],
+        )
+        .await
+    }
+
+    /// The `__consumer_offsets` partition that coordinates `group_id`.
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        crate::group::partition_for_group(group_id, self.partitions)
+    }
+
+    /// The metadata says this broker leads `led` (partition → leader epoch) of the
+    /// topic's `partitions`: partitions newly led are loaded, lost ones unloaded.
+    pub fn leadership(&self, led: BTreeMap<i32, i32>, partitions: i32) {
+        let _ = self.internal.send(Command::Leadership { led, partitions });
     }
 
     /// Drops the committed offsets of deleted topics (tombstones are written).
@@ -163,16 +209,14 @@ struct Task {
     broker: Weak<Broker>,
     coordinator: GroupCoordinator,
     waiting: HashMap<RequestToken, oneshot::Sender<ResponseBody>>,
-    loaded: bool,
+    /// Partitions loaded, with the leader epoch they were loaded in.
+    owned: BTreeMap<i32, i32>,
+    pending: PendingAppends<AppendId>,
+    internal: mpsc::UnboundedSender<Command>,
 }
 
 impl Task {
     async fn run(mut self, mut rx: mpsc::Receiver<Command>, mut internal: mpsc::UnboundedReceiver<Command>) {
-        if let Some(broker) = self.broker.upgrade() {
-            if broker.topics.get(CONSUMER_OFFSETS).is_some() {
-                let _ = self.load(&broker);
-            }
-        }
         loop {
             let sleep = internal_topics::until_deadline(self.coordinator.next_deadline(), now_ms());
             tokio::select! {
@@ -193,26 +237,17 @@ impl Task {
     fn handle(&mut self, command: Command) {
         let Some(broker) = self.broker.upgrade() else { return };
         match command {
-            Command::EnsureTopic { reply } => {
-                let _ = reply.send(self.load(&broker));
-            }
+            Command::Leadership { led, partitions } => self.leadership(&broker, led, partitions),
+            Command::AppendProgress(partition) => self.progress(&broker, partition),
             Command::TransactionCompleted { partition, producer_id, commit } => {
-                if !self.loaded {
-                    let _ = self.load(&broker);
-                }
                 let actions = self.coordinator.complete_transaction(partition, producer_id, commit, now_ms());
                 self.execute(actions);
             }
             Command::TopicsDeleted(topics) => {
-                if self.loaded {
-                    let actions = self.coordinator.delete_offsets_of_topics(&topics, now_ms());
-                    self.execute(actions);
-                }
+                let actions = self.coordinator.delete_offsets_of_topics(&topics, now_ms());
+                self.execute(actions);
             }
             Command::Call { meta, request, reply } => {
-                if !self.loaded {
-                    let _ = self.load(&broker);
-                }
                 let now = now_ms();
                 let c = &mut self.coordinator;
                 let request = *request;
@@ -243,53 +278,96 @@ impl Task {
         }
     }
 
-    /// Creates `__consumer_offsets` if needed and replays every partition into the
-    /// state machine (once).
-    fn load(&mut self, broker: &Arc<Broker>) -> Result<(), ErrorCode> {
-        if self.loaded {
-            return Ok(());
+    /// Loads the partitions newly led (or led in a new epoch) and unloads those lost.
+    fn leadership(&mut self, broker: &Arc<Broker>, led: BTreeMap<i32, i32>, partitions: i32) {
+        if self.owned.is_empty() && partitions != self.coordinator.config().offsets_topic_num_partitions {
+            // The topic exists with another partition count than configured: hash over it.
+            let config =
+                GroupConfig { offsets_topic_num_partitions: partitions, ..self.coordinator.config().clone() };
+            self.coordinator = GroupCoordinator::new(config);
         }
-        let partitions = self.coordinator.config().offsets_topic_num_partitions;
-        internal_topics::ensure_coordinator_topic(
-            broker,
-            CONSUMER_OFFSETS,
-            partitions,
-            "offsets.topic.segment.bytes",
-            "producer",
-        )?;
-        let partitions = broker.topics.get(CONSUMER_OFFSETS).map_or(partitions, |m| m.partitions);
-        let mut actions = Vec::new();
-        for partition in 0..partitions {
-            let now = now_ms();
-            actions.extend(self.coordinator.begin_load(partition, now));
-            let c = &mut self.coordinator;
-            let mut bad = 0usize;
-            internal_topics::replay(broker, CONSUMER_OFFSETS, partition, |batch, key, value| {
-                let outcome = if batch.is_control {
-                    match ControlRecordType::parse_key(&key) {
-                        Ok(ControlRecordType::Commit) => c.replay_marker(partition, batch.producer_id, true),
-                        Ok(ControlRecordType::Abort) => c.replay_marker(partition, batch.producer_id, false),
-                        _ => {}
-                    }
-                    Ok(())
-                } else if batch.is_transactional {
-                    c.replay_transactional(partition, batch.producer_id, key, value)
-                } else {
-                    c.replay(partition, key, value)
-                };
-                if outcome.is_err() {
-                    bad += 1;
-                }
-            })?;
-            if bad > 0 {
-                tracing::warn!(partition, records = bad, "skipped unreadable __consumer_offsets records");
+        let lost: Vec<i32> =
+            self.owned.iter().filter(|(p, e)| led.get(p) != Some(e)).map(|(p, _)| *p).collect();
+        for partition in lost {
+            self.owned.remove(&partition);
+            tracing::info!(partition, "group coordinator unloading a __consumer_offsets partition");
+            let actions = self.coordinator.unload(partition, now_ms());
+            self.execute(actions);
+        }
+        for (&partition, &epoch) in &led {
+            if self.owned.contains_key(&partition) {
+                continue;
             }
-            actions.extend(self.coordinator.complete_load(partition, now_ms()));
+            let Some(p) = broker.replicas.get(CONSUMER_OFFSETS, partition).filter(|p| p.is_leader()) else {
+                continue;
+            };
+            self.owned.insert(partition, epoch);
+            self.load(&p, partition);
         }
-        self.loaded = true;
-        tracing::info!(partitions, "group coordinator loaded __consumer_offsets");
+    }
+
+    /// Replays one `__consumer_offsets` partition into the state machine.
+    fn load(&mut self, p: &Partition, partition: i32) {
+        let mut actions = self.coordinator.begin_load(partition, now_ms());
+        let c = &mut self.coordinator;
+        let mut bad = 0usize;
+        let replayed = internal_topics::replay(p, |batch, key, value| {
+            let outcome = if batch.is_control {
+                match ControlRecordType::parse_key(&key) {
+                    Ok(ControlRecordType::Commit) => c.replay_marker(partition, batch.producer_id, true),
+                    Ok(ControlRecordType::Abort) => c.replay_marker(partition, batch.producer_id, false),
+                    _ => {}
+                }
+                Ok(())
+            } else if batch.is_transactional {
+                c.replay_transactional(partition, batch.producer_id, key, value)
+            } else {
+                c.replay(partition, key, value)
+            };
+            if outcome.is_err() {
+                bad += 1;
+            }
+        });
+        if let Err(code) = replayed {
+            tracing::error!(
+                partition,
+                error = code.name(),
+                "cannot replay __consumer_offsets; not serving it"
+            );
+            self.owned.remove(&partition);
+            actions.extend(self.coordinator.unload(partition, now_ms()));
+            self.execute(actions);
+            return;
+        }
+        if bad > 0 {
+            tracing::warn!(partition, records = bad, "skipped unreadable __consumer_offsets records");
+        }
+        actions.extend(self.coordinator.complete_load(partition, now_ms()));
+        tracing::info!(partition, "group coordinator loaded a __consumer_offsets partition");
         self.execute(actions);
-        Ok(())
+    }
+
+    /// Completes the replicated appends of `partition`, in order.
+    fn progress(&mut self, broker: &Arc<Broker>, partition: i32) {
+        let (done, head) = self.pending.progress(broker, partition);
+        let mut actions = Vec::new();
+        for (id, result) in done {
+            actions.extend(self.coordinator.append_complete(id, result, now_ms()));
+        }
+        if let Some(head) = head {
+            self.watch(partition, head);
+        }
+        self.execute(actions);
+    }
+
+    /// Wakes the task when `head` may be replicated.
+    fn watch(&self, partition: i32, head: internal_topics::Appended) {
+        let deadline = self.pending.head_deadline(partition).unwrap_or_else(tokio::time::Instant::now);
+        let tx = self.internal.clone();
+        tokio::spawn(async move {
+            internal_topics::wait_replicated(head, deadline).await;
+            let _ = tx.send(Command::AppendProgress(partition));
+        });
     }
 
     /// Runs actions, including the completions that appends produce, until none remain.
@@ -303,8 +381,21 @@ impl Task {
                     }
                 }
                 Action::Append { id, partition, producer, records } => {
-                    let result = self.append(partition, producer, &records);
-                    queue.extend(self.coordinator.append_complete(id, result, now_ms()));
+                    match self.append(partition, producer, &records) {
+                        Err(code) => queue.extend(self.coordinator.append_complete(id, Err(code), now_ms())),
+                        Ok(appended) => {
+                            let Some(broker) = self.broker.upgrade() else { continue };
+                            if self.pending.push(partition, id, appended) {
+                                let (done, head) = self.pending.progress(&broker, partition);
+                                for (id, result) in done {
+                                    queue.extend(self.coordinator.append_complete(id, result, now_ms()));
+                                }
+                                if let Some(head) = head {
+                                    self.watch(partition, head);
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -315,7 +406,7 @@ impl Task {
         partition: i32,
         producer: Option<crate::group::TransactionalProducer>,
         records: &[crate::group::Record],
-    ) -> Result<(), ErrorCode> {
+    ) -> Result<internal_topics::Appended, ErrorCode> {
         let broker = self.broker.upgrade().ok_or(ErrorCode::CoordinatorNotAvailable)?;
         let encoded: Vec<_> = records.iter().map(|r| (r.key_bytes(), r.value_bytes())).collect();
         let transactional = producer.map(|p| (p.producer_id, p.producer_epoch));

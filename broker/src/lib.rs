@@ -6,19 +6,25 @@
 
 mod background;
 pub mod broker;
+pub mod clock;
 pub mod config;
-mod connection;
+pub mod connection;
 pub mod controller;
+mod coordinator_leadership;
 pub mod errors;
 pub mod group;
 pub mod group_service;
 pub mod handlers;
 mod internal_topics;
+pub mod lifecycle;
 mod log_cleaner;
 pub mod markers;
 pub mod metadata;
+
+pub mod net;
 pub mod producer_ids;
 pub mod replica;
+pub mod replication;
 pub mod server;
 pub mod topics;
 pub mod txn;

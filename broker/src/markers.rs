@@ -1,13 +1,16 @@
 //! Writing transaction markers (WriteTxnMarkers, 27): a COMMIT or ABORT control batch
-//! appended by each partition's leader for a producer's transaction. The transaction
-//! coordinator reaches leaders through this one path, on one node as in a cluster.
-//! Markers on `__consumer_offsets` also settle the group coordinator's pending
-//! transactional offsets.
+//! appended by a partition's leader for a producer's transaction, answered once it is
+//! replicated (Kafka writes markers with `acks=all`). The transaction coordinator
+//! reaches local partitions through this path directly and remote ones through
+//! WriteTxnMarkers, which lands here on their leader. A marker on `__consumer_offsets`
+//! also settles the group coordinator's pending transactional offsets, once replicated.
 
 use crate::broker::Broker;
-use crate::handlers::now_ms;
+use crate::clock::now_ms;
 use crate::internal_topics::CONSUMER_OFFSETS;
+use crate::replica::{AppendError, WaitError};
 use std::sync::Arc;
+use std::time::Duration;
 use strata_protocol::records::{EndTxnMarker, EndTxnMarkerBatch};
 use strata_protocol::ErrorCode;
 use strata_storage::AppendOrigin;
@@ -19,27 +22,36 @@ pub struct MarkerWrite {
     pub producer_id: i64,
     /// Its epoch.
     pub producer_epoch: i16,
-    /// Epoch of the coordinator that decided.
+    /// Epoch of the coordinator that decided (a deposed coordinator's is refused).
     pub coordinator_epoch: i32,
     /// Commit (true) or abort.
     pub commit: bool,
 }
 
-/// Appends the marker to `topic`-`partition`; the error code is what WriteTxnMarkers
-/// answers for that partition.
-pub fn write_marker(broker: &Arc<Broker>, topic: &str, partition: i32, m: &MarkerWrite) -> ErrorCode {
-    let Some(p) = broker.replicas.get(topic, partition) else {
-        return ErrorCode::UnknownTopicOrPartition;
+/// Appends the marker to `topic`-`partition` as its leader and waits (up to `timeout`)
+/// until it is replicated; the error code is what WriteTxnMarkers answers for that
+/// partition.
+pub async fn write_replicated(
+    broker: &Arc<Broker>,
+    topic: &str,
+    partition: i32,
+    m: &MarkerWrite,
+    timeout: Duration,
+) -> ErrorCode {
+    let p = match broker.leader_partition(topic, partition) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
     let marker = if m.commit {
         EndTxnMarker::commit(m.coordinator_epoch)
     } else {
         EndTxnMarker::abort(m.coordinator_epoch)
     };
+    let leader_epoch = p.leader_epoch();
     let batch = EndTxnMarkerBatch {
         producer_id: m.producer_id,
         producer_epoch: m.producer_epoch,
-        partition_leader_epoch: p.leader_epoch(),
+        partition_leader_epoch: leader_epoch,
         timestamp: now_ms(),
         marker,
     };
@@ -50,16 +62,23 @@ pub fn write_marker(broker: &Arc<Broker>, topic: &str, partition: i32, m: &Marke
             return ErrorCode::UnknownServerError;
         }
     };
-    match p.append_with_origin(bytes, AppendOrigin::Coordinator, now_ms()) {
-        Ok(_) => {
+    let info = match p.append_as_leader(bytes, AppendOrigin::Coordinator, now_ms()) {
+        Ok(info) => info,
+        Err(AppendError::NotLeader) => return ErrorCode::NotLeaderOrFollower,
+        Err(AppendError::Storage(e)) => {
+            tracing::warn!(topic, partition, error = %e, "transaction marker refused");
+            return crate::errors::storage_error_code(&e);
+        }
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    match p.wait_for_high_watermark(info.last_offset, leader_epoch, deadline).await {
+        Ok(()) => {
             if topic == CONSUMER_OFFSETS {
                 broker.groups().transaction_completed(partition, m.producer_id, m.commit);
             }
             ErrorCode::None
         }
-        Err(e) => {
-            tracing::warn!(topic, partition, error = %e, "transaction marker refused");
-            crate::errors::storage_error_code(&e)
-        }
+        Err(WaitError::NotLeader) => ErrorCode::NotLeaderOrFollower,
+        Err(WaitError::Timeout) => ErrorCode::RequestTimedOut,
     }
 }

@@ -1,70 +1,135 @@
-//! The network shell: binds the listeners, accepts connections and runs one task per
-//! connection. Everything Kafka-specific happens in `connection` and `handlers`.
+//! The network shell and start-up order: binds the listeners (client listeners and, on
+//! a controller, the controller listener), starts the controller quorum or the metadata
+//! follower, then the broker's own tasks (registration and heartbeats, applying
+//! metadata, replica fetchers, ISR checks, coordinators, maintenance). Everything
+//! Kafka-specific happens in `connection` and `handlers`.
 
-use crate::broker::Broker;
-use crate::connection;
+use crate::broker::{Broker, StartError};
+use crate::connection::{self, ListenerKind};
+use crate::controller::raft::MetadataQuorum;
+use crate::lifecycle::Lifecycle;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// A running server: its bound addresses and a way to stop it.
 #[derive(Debug)]
 pub struct RunningServer {
-    /// The address each listener is bound to (port 0 resolved).
+    /// The address each listener is bound to (port 0 resolved), in `listeners` order.
     pub local_addrs: Vec<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     cleaner: Option<crate::log_cleaner::CleanerHandle>,
+    lifecycle: Arc<Lifecycle>,
+    quorum: Option<Arc<MetadataQuorum>>,
     broker: Arc<Broker>,
 }
 
 impl RunningServer {
-    /// Stops accepting, lets background tasks end and closes every log cleanly
-    /// (writing the clean-shutdown marker so the next start skips recovery).
+    /// Shuts down cleanly: a controlled shutdown first (the controller moves this
+    /// broker's leaderships away, so clients move on instead of timing out), then stops
+    /// accepting, ends background tasks and closes every log, writing the
+    /// clean-shutdown marker so the next start skips recovery.
     pub async fn shutdown(self) {
+        let cluster = &self.broker.config.cluster;
+        if cluster.controlled_shutdown_enable && !cluster.single_node {
+            tracing::info!("controlled shutdown: asking the controller to move leaderships away");
+            let wait = Duration::from_millis(cluster.broker_session_timeout_ms.max(5000) * 2);
+            self.lifecycle.controlled_shutdown(wait).await;
+        }
         let _ = self.shutdown.send(true);
         for t in self.tasks {
+            t.abort();
             let _ = t.await;
         }
         if let Some(cleaner) = self.cleaner {
             let _ = tokio::task::spawn_blocking(move || cleaner.stop()).await;
         }
-        self.broker.close();
+        if let Some(quorum) = self.quorum {
+            quorum.shutdown().await;
+        }
+        let broker = self.broker.clone();
+        let _ = tokio::task::spawn_blocking(move || broker.close()).await;
     }
 
     /// The shared broker state.
     pub fn broker(&self) -> &Arc<Broker> {
         &self.broker
     }
+
+    /// The address of the first client listener.
+    pub fn client_addr(&self) -> Option<SocketAddr> {
+        let cluster = &self.broker.config.cluster;
+        self.broker
+            .config
+            .listeners
+            .iter()
+            .zip(&self.local_addrs)
+            .find(|(l, _)| !cluster.is_controller_listener(&l.name))
+            .map(|(_, a)| *a)
+    }
 }
 
 /// Binds every listener of `broker`'s configuration and starts serving.
-pub async fn start(broker: Arc<Broker>) -> std::io::Result<RunningServer> {
+pub async fn start(broker: Arc<Broker>) -> Result<RunningServer, StartError> {
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut local_addrs = Vec::new();
     let mut tasks = Vec::new();
     for listener in &broker.config.listeners {
+        let io = |e: std::io::Error| StartError::DataDir {
+            path: format!("listener {}", listener.name).into(),
+            source: e,
+        };
         let addr = listener
             .bind_addr()
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-        let socket = TcpListener::bind(addr).await?;
-        let local = socket.local_addr()?;
-        tracing::info!(listener = %listener.name, address = %local, "listening");
+            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())))?;
+        let socket = TcpListener::bind(addr).await.map_err(io)?;
+        let local = socket.local_addr().map_err(io)?;
+        let kind = if broker.config.cluster.is_controller_listener(&listener.name) {
+            ListenerKind::Controller
+        } else {
+            ListenerKind::Broker
+        };
+        tracing::info!(listener = %listener.name, address = %local, ?kind, "listening");
         local_addrs.push(local);
         broker.set_bound_port(&listener.name, local.port());
-        tasks.push(tokio::spawn(accept_loop(broker.clone(), socket, shutdown_rx.clone())));
+        tasks.push(tokio::spawn(accept_loop(
+            broker.clone(),
+            socket,
+            kind,
+            listener.name.clone(),
+            shutdown_rx.clone(),
+        )));
     }
+    let quorum = if broker.config.cluster.controller {
+        Some(crate::controller::start(&broker).await?)
+    } else {
+        tasks.push(tokio::spawn(crate::controller::follower::run(Arc::downgrade(&broker))));
+        None
+    };
+    let lifecycle = Arc::new(Lifecycle::default());
+    let weak = Arc::downgrade(&broker);
+    tasks.push(tokio::spawn(crate::lifecycle::run(weak.clone(), lifecycle.clone())));
+    tasks.push(tokio::spawn(crate::metadata::listener::run(weak.clone(), lifecycle.clone())));
+    tasks.push(tokio::spawn(crate::replication::run_isr_checks(weak.clone())));
+    tasks.push(tokio::spawn(crate::producer_ids::run_refill(weak.clone())));
     tasks.push(tokio::spawn(crate::background::run(broker.clone(), shutdown_rx.clone())));
-    // Start the group coordinator now so an existing __consumer_offsets is loaded
-    // before clients ask for their offsets.
     broker.groups();
     broker.transactions();
     let cleaner = crate::log_cleaner::start(&broker);
-    Ok(RunningServer { local_addrs, shutdown, tasks, cleaner, broker })
+    Ok(RunningServer { local_addrs, shutdown, tasks, cleaner, lifecycle, quorum, broker })
 }
 
-async fn accept_loop(broker: Arc<Broker>, socket: TcpListener, mut shutdown: watch::Receiver<bool>) {
+async fn accept_loop(
+    broker: Arc<Broker>,
+    socket: TcpListener,
+    kind: ListenerKind,
+    listener: String,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let listener: Arc<str> = Arc::from(listener);
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
@@ -73,13 +138,14 @@ async fn accept_loop(broker: Arc<Broker>, socket: TcpListener, mut shutdown: wat
                     let _ = stream.set_nodelay(true);
                     let broker = broker.clone();
                     let shutdown = shutdown.clone();
+                    let listener = listener.clone();
                     tokio::spawn(async move {
-                        connection::serve(broker, stream, peer, shutdown).await;
+                        connection::serve(broker, stream, peer, kind, listener, shutdown).await;
                     });
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
         }

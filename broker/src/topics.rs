@@ -1,15 +1,9 @@
-//! The topic registry: names, ids, partition counts and per-topic config overrides.
-//!
-//! Single-node for now: the registry persists itself as one small file per topic under
-//! `<log.dir>/.strata-topics/`, written atomically (temp file + rename). Readers take an
-//! immutable snapshot through `ArcSwap`, so Metadata and Produce never wait on an admin
-//! request. When the controller quorum lands, this file store is replaced by its
-//! replicated metadata log; the snapshot interface stays.
+//! Topic names and ids: Kafka's naming rules, fresh topic ids, and the import of the
+//! per-topic files older single-node data directories kept under `.strata-topics/`
+//! (topics now live in the controller's metadata log).
 
-use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use strata_protocol::codec::Uuid;
 
 /// What the cluster knows about one topic.
@@ -25,15 +19,6 @@ pub struct TopicMeta {
     pub configs: BTreeMap<String, String>,
     /// True for internal topics (`__consumer_offsets`, `__transaction_state`).
     pub internal: bool,
-}
-
-/// An immutable view of every topic.
-#[derive(Debug, Default)]
-pub struct TopicsSnapshot {
-    /// Topics by name.
-    pub by_name: BTreeMap<String, Arc<TopicMeta>>,
-    /// Topic names by id.
-    pub by_id: BTreeMap<Uuid, String>,
 }
 
 /// Why a topic name is invalid (INVALID_TOPIC_EXCEPTION).
@@ -71,90 +56,71 @@ pub enum TopicStoreError {
     Corrupt(PathBuf),
 }
 
-/// The registry; writes are serialised by a mutex and published as a new snapshot.
-#[derive(Debug)]
-pub struct TopicRegistry {
-    dir: PathBuf,
-    write: Mutex<()>,
-    snapshot: ArcSwap<TopicsSnapshot>,
+/// Reads the topics of a single-node data directory from before the controller quorum
+/// (`<data_dir>/.strata-topics/`, one file per topic) and its producer-id block
+/// (`.strata-producer-ids`), as the metadata records that recreate them with the same ids
+/// on `node_id`. The active controller writes them once, into an empty metadata log;
+/// then [`mark_imported`] renames the old store away.
+pub fn import_single_node_store(
+    data_dir: &Path,
+    node_id: i32,
+) -> Result<Vec<crate::metadata::MetadataRecord>, TopicStoreError> {
+    use crate::metadata::{MetadataRecord, PartitionRecord, TopicId};
+    let dir = data_dir.join(".strata-topics");
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let io = |path: &Path, action, source| TopicStoreError::Io { path: path.to_path_buf(), action, source };
+    let mut metas = Vec::new();
+    let entries = std::fs::read_dir(&dir).map_err(|e| io(&dir, "listing the topic store", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io(&dir, "listing the topic store", e))?;
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "tmp") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| io(&path, "reading a topic file", e))?;
+        metas.push(parse_topic_file(&text).ok_or_else(|| TopicStoreError::Corrupt(path.clone()))?);
+    }
+    metas.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut records = Vec::new();
+    for m in metas {
+        let topic_id = TopicId(m.id);
+        records.push(MetadataRecord::Topic { name: m.name.clone(), topic_id });
+        if !m.configs.is_empty() {
+            records.push(MetadataRecord::TopicConfig { topic_id, configs: m.configs.clone() });
+        }
+        for partition in 0..m.partitions {
+            records.push(MetadataRecord::Partition(PartitionRecord {
+                topic_id,
+                partition,
+                replicas: vec![node_id],
+                isr: vec![node_id],
+                leader: node_id,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
+            }));
+        }
+    }
+    if let Ok(text) = std::fs::read_to_string(data_dir.join(".strata-producer-ids")) {
+        if let Ok(next) = text.trim().parse::<i64>() {
+            records.push(MetadataRecord::ProducerIds { node_id, broker_epoch: -1, next_producer_id: next });
+        }
+    }
+    Ok(records)
 }
 
-impl TopicRegistry {
-    /// Loads every topic file under `<data_dir>/.strata-topics`.
-    pub fn open(data_dir: &Path) -> Result<TopicRegistry, TopicStoreError> {
-        let dir = data_dir.join(".strata-topics");
-        let io =
-            |path: &Path, action, source| TopicStoreError::Io { path: path.to_path_buf(), action, source };
-        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, "creating the topic store", e))?;
-        let mut snap = TopicsSnapshot::default();
-        let entries = std::fs::read_dir(&dir).map_err(|e| io(&dir, "listing the topic store", e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| io(&dir, "listing the topic store", e))?;
-            let path = entry.path();
-            if path.extension().is_some_and(|e| e == "tmp") {
-                let _ = std::fs::remove_file(&path);
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).map_err(|e| io(&path, "reading a topic file", e))?;
-            let meta = parse_topic_file(&text).ok_or_else(|| TopicStoreError::Corrupt(path.clone()))?;
-            snap.by_id.insert(meta.id, meta.name.clone());
-            snap.by_name.insert(meta.name.clone(), Arc::new(meta));
-        }
-        Ok(TopicRegistry { dir, write: Mutex::new(()), snapshot: ArcSwap::from_pointee(snap) })
-    }
-
-    /// The current view.
-    pub fn snapshot(&self) -> Arc<TopicsSnapshot> {
-        self.snapshot.load_full()
-    }
-
-    /// One topic, if it exists.
-    pub fn get(&self, name: &str) -> Option<Arc<TopicMeta>> {
-        self.snapshot.load().by_name.get(name).cloned()
-    }
-
-    /// Applies `change` to the topic named `name` (None = absent) and persists the
-    /// result; returns what `change` returned. The closure runs under the write lock, so
-    /// check-then-act (create if absent) is atomic.
-    pub fn update<R>(
-        &self,
-        name: &str,
-        change: impl FnOnce(Option<&TopicMeta>) -> (Option<TopicMeta>, R),
-    ) -> Result<R, TopicStoreError> {
-        let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
-        let current = self.snapshot.load_full();
-        let old = current.by_name.get(name).map(|m| m.as_ref());
-        let (new, out) = change(old);
-        if new.as_ref() == old {
-            return Ok(out);
-        }
-        let path = self.dir.join(name);
-        match &new {
-            Some(meta) => {
-                let tmp = self.dir.join(format!("{name}.tmp"));
-                let io = |action, source| TopicStoreError::Io { path: tmp.clone(), action, source };
-                std::fs::write(&tmp, render_topic_file(meta)).map_err(|e| io("writing a topic file", e))?;
-                std::fs::rename(&tmp, &path).map_err(|e| io("renaming a topic file", e))?;
-            }
-            None => {
-                if let Err(e) = std::fs::remove_file(&path) {
-                    if e.kind() != std::io::ErrorKind::NotFound {
-                        return Err(TopicStoreError::Io { path, action: "removing a topic file", source: e });
-                    }
-                }
+/// Renames the imported single-node store away so it is never imported twice.
+pub fn mark_imported(data_dir: &Path) {
+    for name in [".strata-topics", ".strata-producer-ids"] {
+        let from = data_dir.join(name);
+        if from.exists() {
+            if let Err(e) = std::fs::rename(&from, data_dir.join(format!("{name}.imported"))) {
+                tracing::error!(path = %from.display(), error = %e, "cannot rename the imported topic store");
             }
         }
-        let mut next = TopicsSnapshot { by_name: current.by_name.clone(), by_id: current.by_id.clone() };
-        if let Some(old) = old {
-            next.by_id.remove(&old.id);
-            next.by_name.remove(&old.name);
-        }
-        if let Some(meta) = new {
-            next.by_id.insert(meta.id, meta.name.clone());
-            next.by_name.insert(meta.name.clone(), Arc::new(meta));
-        }
-        self.snapshot.store(Arc::new(next));
-        Ok(out)
     }
 }
 
@@ -166,20 +132,6 @@ pub fn new_topic_id() -> Uuid {
             return id;
         }
     }
-}
-
-fn render_topic_file(m: &TopicMeta) -> String {
-    let mut out = format!(
-        "name={}\nid={}\npartitions={}\ninternal={}\n",
-        m.name,
-        uuid::Uuid::from_bytes(m.id.0),
-        m.partitions,
-        m.internal
-    );
-    for (k, v) in &m.configs {
-        out.push_str(&format!("config.{k}={v}\n"));
-    }
-    out
 }
 
 fn parse_topic_file(text: &str) -> Option<TopicMeta> {
@@ -215,25 +167,5 @@ mod tests {
         for bad in ["", ".", "..", "a b", "ü", &"x".repeat(250)] {
             assert!(validate_topic_name(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn registry_persists_and_reloads() {
-        let dir = tempfile::tempdir().unwrap();
-        let reg = TopicRegistry::open(dir.path()).unwrap();
-        let meta = TopicMeta {
-            name: "t".into(),
-            id: new_topic_id(),
-            partitions: 3,
-            configs: [("retention.ms".to_string(), "1000".to_string())].into(),
-            internal: false,
-        };
-        let m2 = meta.clone();
-        reg.update("t", move |_| (Some(m2), ())).unwrap();
-        let reg = TopicRegistry::open(dir.path()).unwrap();
-        assert_eq!(reg.get("t").as_deref(), Some(&meta));
-        assert_eq!(reg.snapshot().by_id.get(&meta.id).map(String::as_str), Some("t"));
-        reg.update("t", |_| (None, ())).unwrap();
-        assert!(TopicRegistry::open(dir.path()).unwrap().get("t").is_none());
     }
 }

@@ -49,6 +49,7 @@
 //!   max_timestamp(&self) -> Result<Option<TimestampAndOffset>>
 //!   delete_records_before(&self, offset: i64) -> Result<i64>          // new log start offset
 //!   truncate_to(&self, offset: i64) -> Result<()>                     // also drops epochs >= the new end
+//!   restart_at(&self, offset: i64) -> Result<()>                      // empty, starting at offset (follower behind the leader start)
 //!   apply_retention(&self, now_ms: i64) -> Result<usize>               // segments deleted
 //!   apply_retention_up_to(&self, now_ms: i64, high_watermark: i64) -> Result<usize>
 //!   roll(&self) -> Result<()>;  flush(&self) -> Result<()>;  maybe_flush(&self, now_ms: i64) -> Result<()>
@@ -168,7 +169,7 @@ pub use error::{IoOp, Result, StorageError};
 pub use file_slice::FileSlice;
 pub use index::AbortedTxn;
 pub use log::{AppendInfo, AppendOrigin, BatchInfo, Log, LogReadInfo};
-pub use manager::{parse_partition_dir, LogManager, CLEAN_SHUTDOWN_FILE};
+pub use manager::{parse_partition_dir, LogManager, CLEAN_SHUTDOWN_FILE, METADATA_LOG_PREFIX};
 pub use producer_state::ActiveProducer;
 pub use segment::TimestampAndOffset;
 pub use strata_protocol::records::TimestampType;

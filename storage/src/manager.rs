@@ -14,6 +14,9 @@ use crate::log::{partition_dir_name, Log};
 /// opens so a later crash is noticed.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".strata_cleanshutdown";
 
+/// Directory name prefix of the controller's metadata log, which is not a partition log.
+pub const METADATA_LOG_PREFIX: &str = "__cluster_metadata-";
+
 /// Suffix of partition directories being deleted.
 const DELETE_DIR_SUFFIX: &str = "-delete";
 
@@ -60,8 +63,9 @@ impl LogManager {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            // Hidden directories belong to the broker (its topic store), not to logs.
-            if name.starts_with('.') {
+            // Hidden directories belong to the broker (its topic store), not to logs, and
+            // so does the controller's metadata log (`__cluster_metadata-0`, Kafka's name).
+            if name.starts_with('.') || name.starts_with(METADATA_LOG_PREFIX) {
                 continue;
             }
             if name.ends_with(DELETE_DIR_SUFFIX) {

@@ -4,8 +4,7 @@
 //! refused with INVALID_REQUEST and a message saying so.
 
 use crate::broker::Broker;
-use crate::config::topic::{self, Kind, Source, KEYS};
-use std::collections::BTreeMap;
+use crate::config::topic::{Kind, Source, KEYS};
 use strata_protocol::messages::alter_configs::{
     AlterConfigsRequest, AlterConfigsResourceResponse, AlterConfigsResponse,
 };
@@ -16,7 +15,7 @@ use strata_protocol::messages::describe_configs::{
 use strata_protocol::messages::incremental_alter_configs::{
     self as incremental, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
-use strata_protocol::ErrorCode;
+use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
@@ -53,7 +52,8 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
             };
             match res.resource_type {
                 TOPIC => {
-                    let Some(meta) = broker.topics.get(&res.resource_name) else {
+                    let image = broker.metadata.current();
+                    let Some(meta) = image.topic(&res.resource_name).cloned() else {
                         result.error_code = ErrorCode::UnknownTopicOrPartition.code();
                         result.error_message = Some(format!("topic {} does not exist", res.resource_name));
                         return result;
@@ -134,43 +134,6 @@ fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
     DescribeConfigsSynonym { name: name.to_string(), value: Some(value.to_string()), source }
 }
 
-/// Applies `edit` to a topic's overrides, validates the result and stores it.
-fn alter_topic(
-    broker: &Broker,
-    name: &str,
-    validate_only: bool,
-    edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), (ErrorCode, String)>,
-) -> Result<(), (ErrorCode, String)> {
-    let Some(meta) = broker.topics.get(name) else {
-        return Err((ErrorCode::UnknownTopicOrPartition, format!("topic {name} does not exist")));
-    };
-    let mut configs = meta.configs.clone();
-    edit(&mut configs)?;
-    for (k, v) in &configs {
-        topic::validate(k, v)
-            .map_err(|reason| (ErrorCode::InvalidConfig, format!("invalid config {k}={v}: {reason}")))?;
-    }
-    if validate_only {
-        return Ok(());
-    }
-    let stored = configs.clone();
-    broker
-        .topics
-        .update(name, move |old| match old {
-            Some(old) => {
-                let mut m = old.clone();
-                m.configs = stored;
-                (Some(m), true)
-            }
-            None => (None, false),
-        })
-        .map_err(|e| (ErrorCode::UnknownServerError, e.to_string()))?
-        .then_some(())
-        .ok_or((ErrorCode::UnknownTopicOrPartition, format!("topic {name} was deleted")))?;
-    broker.replicas.update_config(name, &broker.config.topic_defaults.log_config(&configs));
-    Ok(())
-}
-
 fn broker_alter_refused(broker: &Broker, name: &str) -> (ErrorCode, String) {
     let me = broker.config.node_id.to_string();
     if !name.is_empty() && name != me {
@@ -182,113 +145,107 @@ fn broker_alter_refused(broker: &Broker, name: &str) -> (ErrorCode, String) {
     )
 }
 
-/// Handles AlterConfigs: the given set replaces every override of the topic.
-pub fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfigsResponse {
+/// Handles AlterConfigs: the given set replaces every override of a topic (forwarded to
+/// the active controller); broker resources are refused here.
+pub async fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let (topics, others): (Vec<_>, Vec<_>) =
+        request.resources.iter().cloned().partition(|r| r.resource_type == TOPIC);
+    let mut forwarded = Vec::new();
+    if !topics.is_empty() {
+        let body = RequestBody::AlterConfigs(AlterConfigsRequest {
+            resources: topics,
+            validate_only: request.validate_only,
+        });
+        if let ResponseBody::AlterConfigs(r) = super::forward::plain(broker, body).await {
+            forwarded = r.responses;
+        }
+        await_configs(broker, &forwarded, request.validate_only).await;
+    }
     let responses = request
         .resources
-        .into_iter()
+        .iter()
         .map(|res| {
-            let outcome = match res.resource_type {
-                TOPIC => alter_topic(broker, &res.resource_name, request.validate_only, |configs| {
-                    configs.clear();
-                    for c in &res.configs {
-                        if let Some(v) = &c.value {
-                            configs.insert(c.name.clone(), v.clone());
-                        }
-                    }
-                    Ok(())
-                }),
-                BROKER => Err(broker_alter_refused(broker, &res.resource_name)),
-                other => Err((ErrorCode::InvalidRequest, format!("resource type {other} is not supported"))),
-            };
-            let (error_code, error_message) = split(outcome);
+            if res.resource_type == TOPIC {
+                if let Some(r) = forwarded.iter().find(|r| r.resource_name == res.resource_name) {
+                    return r.clone();
+                }
+            }
+            let (code, message) = refusal(broker, res.resource_type, &res.resource_name);
             AlterConfigsResourceResponse {
-                error_code,
-                error_message,
+                error_code: code.code(),
+                error_message: Some(message),
                 resource_type: res.resource_type,
-                resource_name: res.resource_name,
+                resource_name: res.resource_name.clone(),
             }
         })
         .collect();
+    let _ = others;
     AlterConfigsResponse { responses, ..Default::default() }
 }
 
-fn split(outcome: Result<(), (ErrorCode, String)>) -> (i16, Option<String>) {
-    match outcome {
-        Ok(()) => (0, None),
-        Err((code, message)) => (code.code(), Some(message)),
+/// Why a non-topic resource (or a topic the controller did not answer for) is refused.
+fn refusal(broker: &Broker, resource_type: i8, name: &str) -> (ErrorCode, String) {
+    match resource_type {
+        BROKER => broker_alter_refused(broker, name),
+        TOPIC => (ErrorCode::NotController, "no active controller answered".into()),
+        other => (ErrorCode::InvalidRequest, format!("resource type {other} is not supported")),
     }
 }
 
-/// Handles IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT per key.
-pub fn incremental_alter(
+/// Waits briefly until this broker's metadata shows the config changes the controller
+/// accepted, so a DescribeConfigs right after sees them.
+async fn await_configs(broker: &Broker, accepted: &[AlterConfigsResourceResponse], validate_only: bool) {
+    if validate_only || accepted.iter().all(|r| r.error_code != 0) {
+        return;
+    }
+    let before = broker.metadata.current().applied_index;
+    let _ = broker.metadata.wait_for(std::time::Duration::from_secs(2), |i| i.applied_index > before).await;
+}
+
+/// Handles IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT per key of a topic
+/// (forwarded to the active controller); broker resources are refused here.
+pub async fn incremental_alter(
     broker: &Broker,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let topics: Vec<_> = request.resources.iter().filter(|r| r.resource_type == TOPIC).cloned().collect();
+    let mut forwarded = Vec::new();
+    if !topics.is_empty() {
+        let body = RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+            resources: topics,
+            validate_only: request.validate_only,
+        });
+        if let ResponseBody::IncrementalAlterConfigs(r) = super::forward::plain(broker, body).await {
+            forwarded = r.responses;
+        }
+        let as_plain: Vec<AlterConfigsResourceResponse> = forwarded
+            .iter()
+            .map(|r| AlterConfigsResourceResponse {
+                error_code: r.error_code,
+                error_message: r.error_message.clone(),
+                resource_type: r.resource_type,
+                resource_name: r.resource_name.clone(),
+            })
+            .collect();
+        await_configs(broker, &as_plain, request.validate_only).await;
+    }
     let responses = request
         .resources
-        .into_iter()
+        .iter()
         .map(|res| {
-            let outcome = match res.resource_type {
-                TOPIC => alter_topic(broker, &res.resource_name, request.validate_only, |configs| {
-                    apply_ops(configs, &res.configs)
-                }),
-                BROKER => Err(broker_alter_refused(broker, &res.resource_name)),
-                other => Err((ErrorCode::InvalidRequest, format!("resource type {other} is not supported"))),
-            };
-            let (error_code, error_message) = split(outcome);
+            if res.resource_type == TOPIC {
+                if let Some(r) = forwarded.iter().find(|r| r.resource_name == res.resource_name) {
+                    return r.clone();
+                }
+            }
+            let (code, message) = refusal(broker, res.resource_type, &res.resource_name);
             incremental::AlterConfigsResourceResponse {
-                error_code,
-                error_message,
+                error_code: code.code(),
+                error_message: Some(message),
                 resource_type: res.resource_type,
-                resource_name: res.resource_name,
+                resource_name: res.resource_name.clone(),
             }
         })
         .collect();
     IncrementalAlterConfigsResponse { responses, ..Default::default() }
-}
-
-fn apply_ops(
-    configs: &mut BTreeMap<String, String>,
-    ops: &[incremental::AlterableConfig],
-) -> Result<(), (ErrorCode, String)> {
-    for (i, op) in ops.iter().enumerate() {
-        if ops[..i].iter().any(|o| o.name == op.name) {
-            return Err((ErrorCode::InvalidRequest, format!("config {} appears more than once", op.name)));
-        }
-        let key = topic::key(&op.name)
-            .ok_or_else(|| (ErrorCode::InvalidConfig, format!("unknown topic config {}", op.name)))?;
-        let value = op.value.clone().unwrap_or_default();
-        match op.config_operation {
-            0 => {
-                configs.insert(op.name.clone(), value);
-            }
-            1 => {
-                configs.remove(&op.name);
-            }
-            2 | 3 => {
-                if !matches!(key.kind, Kind::List(_)) {
-                    return Err((
-                        ErrorCode::InvalidConfig,
-                        format!("{} is not a list; APPEND/SUBTRACT do not apply", op.name),
-                    ));
-                }
-                let current = configs.get(&op.name).cloned().unwrap_or_else(|| key.default.to_string());
-                let mut items: Vec<String> =
-                    current.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-                for v in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    if op.config_operation == 2 {
-                        if !items.iter().any(|i| i == v) {
-                            items.push(v.to_string());
-                        }
-                    } else {
-                        items.retain(|i| i != v);
-                    }
-                }
-                configs.insert(op.name.clone(), items.join(","));
-            }
-            other => return Err((ErrorCode::InvalidRequest, format!("unknown config operation {other}"))),
-        }
-    }
-    Ok(())
 }

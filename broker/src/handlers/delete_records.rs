@@ -1,5 +1,8 @@
-//! DeleteRecords (21): raise a partition's log start offset; whole segments below it
-//! are deleted and reads below it answer OFFSET_OUT_OF_RANGE.
+//! DeleteRecords (21): raise a partition's log start offset on its leader; whole
+//! segments below it are deleted and reads below it answer OFFSET_OUT_OF_RANGE.
+//! Followers raise theirs when their next fetch brings the leader's log start offset;
+//! the answer does not wait for them (Kafka waits until every replica has, and answers
+//! the smallest as the low watermark).
 
 use crate::broker::Broker;
 use strata_protocol::messages::delete_records::{
@@ -22,9 +25,12 @@ pub fn handle(broker: &Broker, request: DeleteRecordsRequest) -> DeleteRecordsRe
                         low_watermark: -1,
                         error_code: 0,
                     };
-                    let Some(p) = broker.replicas.get(&t.name, dp.partition_index) else {
-                        r.error_code = ErrorCode::UnknownTopicOrPartition.code();
-                        return r;
+                    let p = match broker.leader_partition(&t.name, dp.partition_index) {
+                        Ok(p) => p,
+                        Err(code) => {
+                            r.error_code = code.code();
+                            return r;
+                        }
                     };
                     let hw = p.high_watermark();
                     let target = if dp.offset == -1 { hw } else { dp.offset };

@@ -1,47 +1,30 @@
-//! DeleteTopics (20): by name (v0-5) or by name or id (v6+).
+//! DeleteTopics (20): by name (v0-5) or by name or id (v6+), forwarded to the active
+//! controller; answered once this broker's metadata no longer shows the topics.
 
 use crate::broker::Broker;
-use strata_protocol::codec::Uuid;
-use strata_protocol::messages::delete_topics::{
-    DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse,
-};
-use strata_protocol::ErrorCode;
+use std::time::Duration;
+use strata_protocol::messages::delete_topics::{DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse};
+use strata_protocol::{RequestBody, ResponseBody};
 
 /// Handles DeleteTopics.
-pub fn handle(broker: &Broker, version: i16, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
-        request.topics.into_iter().map(|t| (t.name, t.topic_id)).collect()
+pub async fn handle(broker: &Broker, version: i16, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let topics: Vec<DeleteTopicState> = if version >= 6 {
+        request.topics
     } else {
-        request.topic_names.into_iter().map(|n| (Some(n), Uuid::ZERO)).collect()
+        request
+            .topic_names
+            .into_iter()
+            .map(|n| DeleteTopicState { name: Some(n), ..Default::default() })
+            .collect()
     };
-    let responses = wanted
-        .into_iter()
-        .map(|(name, id)| {
-            let snapshot = broker.topics.snapshot();
-            let resolved = match (&name, id.is_zero()) {
-                (Some(n), _) => snapshot.by_name.get(n).map(|m| (m.name.clone(), m.id)),
-                (None, false) => snapshot.by_id.get(&id).map(|n| (n.clone(), id)),
-                (None, true) => None,
-            };
-            let Some((topic, topic_id)) = resolved else {
-                let code = if name.is_some() {
-                    ErrorCode::UnknownTopicOrPartition
-                } else {
-                    ErrorCode::UnknownTopicId
-                };
-                return DeletableTopicResult {
-                    name,
-                    topic_id: id,
-                    error_code: code.code(),
-                    error_message: None,
-                };
-            };
-            let error_code = match broker.delete_topic(&topic) {
-                Ok(()) => 0,
-                Err(code) => code.code(),
-            };
-            DeletableTopicResult { name: Some(topic), topic_id, error_code, error_message: None }
-        })
-        .collect();
-    DeleteTopicsResponse { responses, ..Default::default() }
+    let timeout_ms = request.timeout_ms;
+    let body = RequestBody::DeleteTopics(DeleteTopicsRequest { topics, topic_names: Vec::new(), timeout_ms });
+    let response = match super::forward::plain(broker, body).await {
+        ResponseBody::DeleteTopics(r) => r,
+        _ => return DeleteTopicsResponse::default(),
+    };
+    let deleted: Vec<String> =
+        response.responses.iter().filter(|r| r.error_code == 0).filter_map(|r| r.name.clone()).collect();
+    broker.await_topics_gone(&deleted, Duration::from_secs(5)).await;
+    response
 }

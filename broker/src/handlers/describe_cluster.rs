@@ -1,35 +1,40 @@
-//! DescribeCluster (60): this node as the whole cluster, and its controller.
+//! DescribeCluster (60): the unfenced brokers with their endpoints on the listener the
+//! client used, the cluster id and the controller id clients see. Endpoint type 2
+//! (controllers, KIP-919) is refused: clients reach the cluster through brokers.
 
 use crate::broker::Broker;
+use crate::connection::RequestContext;
 use strata_protocol::messages::describe_cluster::{
     DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse,
 };
 use strata_protocol::ErrorCode;
 
-/// Answers DescribeCluster. Endpoint type 2 (controllers, KIP-919) is refused: there is
-/// no separate controller listener yet.
-pub fn handle(broker: &Broker, request: DescribeClusterRequest) -> DescribeClusterResponse {
+/// Answers DescribeCluster.
+pub fn handle(
+    broker: &Broker,
+    request: DescribeClusterRequest,
+    ctx: &RequestContext,
+) -> DescribeClusterResponse {
     if request.endpoint_type != 1 {
         return DescribeClusterResponse {
             error_code: ErrorCode::UnsupportedEndpointType.code(),
             error_message: Some("only broker endpoints (type 1) are served".into()),
             endpoint_type: request.endpoint_type,
-            cluster_id: broker.cluster_id.clone(),
+            cluster_id: broker.cluster_id(),
             controller_id: -1,
             ..Default::default()
         };
     }
-    let (host, port) = broker.advertised_address();
+    let image = broker.metadata.current();
+    let brokers = super::metadata::brokers(&image, &ctx.listener)
+        .into_iter()
+        .map(|b| DescribeClusterBroker { broker_id: b.node_id, host: b.host, port: b.port, rack: b.rack })
+        .collect();
     DescribeClusterResponse {
         endpoint_type: 1,
-        cluster_id: broker.cluster_id.clone(),
-        controller_id: broker.config.node_id,
-        brokers: vec![DescribeClusterBroker {
-            broker_id: broker.config.node_id,
-            host,
-            port,
-            rack: broker.config.rack.clone(),
-        }],
+        cluster_id: broker.cluster_id(),
+        controller_id: super::metadata::controller_id(broker, &image),
+        brokers,
         ..Default::default()
     }
 }

@@ -1,22 +1,40 @@
-//! Fetch (1): whole record batches from each requested partition, up to the high
-//! watermark, within the request's byte limits; parked until `min_bytes` arrive or
-//! `max_wait_ms` passes.
+//! Fetch (1): whole record batches from each requested partition, within the request's
+//! byte limits; parked until `min_bytes` arrive or `max_wait_ms` passes.
+//!
+//! Consumers read from the leader only, up to the high watermark (`read_committed`: the
+//! last stable offset). A follower's fetch (`replica_id` / `ReplicaState` >= 0) reads up
+//! to the log end, and its fetch offset is the follower's log end offset: the leader
+//! records it ([`crate::replica::Partition::on_follower_fetch`]), which moves the high
+//! watermark (waking parked consumer fetches and delayed `acks=all` produces) and may
+//! propose an ISR expansion. With `LastFetchedEpoch` (v12+) the leader first checks the
+//! follower's log against its own and answers a `DivergingEpoch` instead of data when
+//! they differ, so the follower truncates before it appends.
 //!
 //! Fetch sessions (KIP-227) are not kept: every request is answered as a full fetch
-//! with session id 0, which tells clients to keep sending full requests. Topic ids
-//! (v13+) are resolved through the topic registry.
+//! with session id 0, which tells clients to keep sending full requests.
 
-use crate::broker::Broker;
+use crate::broker::{unhosted_error, Broker};
 use crate::errors::storage_error_code;
-use crate::replica::ReadError;
+use crate::metadata::MetadataImage;
+use crate::replica::{Partition, ReadError, ReadUpper};
 use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::fetch::{
-    AbortedTransaction, FetchRequest, FetchResponse, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchPartition, FetchRequest, FetchResponse, FetchableTopicResponse,
+    LeaderIdAndEpoch, PartitionData,
 };
 use strata_protocol::records::RecordSet;
 use strata_protocol::ErrorCode;
 use tokio::sync::Notify;
+
+/// Who is fetching.
+#[derive(Debug, Clone, Copy)]
+struct Fetcher {
+    /// The follower's node id, or -1 for a consumer.
+    replica_id: i32,
+    /// The follower's broker epoch (v15+, KIP-903), -1 if not sent.
+    broker_epoch: i64,
+}
 
 /// Handles a Fetch request.
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> FetchResponse {
@@ -28,18 +46,28 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
             ..Default::default()
         };
     }
+    let fetcher = if version >= 15 {
+        Fetcher {
+            replica_id: request.replica_state.replica_id,
+            broker_epoch: request.replica_state.replica_epoch,
+        }
+    } else {
+        Fetcher { replica_id: request.replica_id, broker_epoch: -1 }
+    };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
-    // Woken only by appends to the partitions this fetch reads.
+    // Woken only by appends and high watermark moves of the partitions this fetch reads.
     let waker = (request.max_wait_ms > 0).then(|| Arc::new(Notify::new()));
+    let mut first = true;
     loop {
-        let (response, bytes, errors) = read_all(broker, version, &request, waker.as_ref());
+        let (response, bytes, errors) = read_all(broker, version, &request, fetcher, waker.as_ref(), first);
+        first = false;
         let done =
             errors || bytes >= request.min_bytes.max(0) as usize || tokio::time::Instant::now() >= deadline;
         let Some(waker) = waker.as_ref().filter(|_| !done) else {
             return response;
         };
         if tokio::time::timeout_at(deadline, waker.notified()).await.is_err() {
-            return read_all(broker, version, &request, None).0;
+            return read_all(broker, version, &request, fetcher, None, false).0;
         }
     }
 }
@@ -47,21 +75,24 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
 /// One pass over every requested partition: the response, the bytes it carries, and
 /// whether any partition answered with an error (which ends the wait, like Kafka).
 /// With `park`, each partition is asked to wake it on its next append before it is
-/// read, so an append between the read and the wait is not missed.
+/// read, so an append between the read and the wait is not missed. A follower's
+/// position is recorded on the `first` pass only.
 fn read_all(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     version: i16,
     request: &FetchRequest,
+    fetcher: Fetcher,
     park: Option<&Arc<Notify>>,
+    first: bool,
 ) -> (FetchResponse, usize, bool) {
     let mut remaining = if version >= 3 { request.max_bytes.max(0) as usize } else { usize::MAX };
     let mut total = 0usize;
     let mut any_error = false;
     let mut responses = Vec::with_capacity(request.topics.len());
-    let snapshot = broker.topics.snapshot();
+    let image = broker.metadata.current();
     for topic in &request.topics {
         let name = if version >= 13 {
-            snapshot.by_id.get(&topic.topic_id).cloned()
+            image.topic_by_id(topic.topic_id).map(|t| t.name.clone())
         } else {
             Some(topic.topic.clone())
         };
@@ -75,43 +106,39 @@ fn read_all(
                 records: Some(RecordSet::new()),
                 ..Default::default()
             };
-            let partition = name.as_deref().and_then(|n| broker.replicas.get(n, fp.partition));
-            match (&name, partition) {
-                (None, _) => pd.error_code = ErrorCode::UnknownTopicId.code(),
-                (Some(_), None) => pd.error_code = ErrorCode::UnknownTopicOrPartition.code(),
-                (Some(_), Some(p)) => {
-                    if let Some(waker) = park {
-                        p.park(waker);
+            match &name {
+                None => pd.error_code = ErrorCode::UnknownTopicId.code(),
+                Some(name) => match broker.replicas.get(name, fp.partition).filter(|p| p.is_leader()) {
+                    None => {
+                        let code = match broker.replicas.get(name, fp.partition) {
+                            Some(_) => ErrorCode::NotLeaderOrFollower,
+                            None => unhosted_error(&image, name, fp.partition),
+                        };
+                        pd.error_code = code.code();
+                        pd.current_leader = current_leader(&image, name, fp.partition);
                     }
-                    let epoch = p.leader_epoch();
-                    let read_committed = request.isolation_level == 1;
-                    pd.high_watermark = p.high_watermark();
-                    pd.last_stable_offset = p.last_stable_offset();
-                    pd.log_start_offset = p.log.log_start_offset();
-                    if fp.current_leader_epoch >= 0 && fp.current_leader_epoch > epoch {
-                        pd.error_code = ErrorCode::UnknownLeaderEpoch.code();
-                    } else if fp.current_leader_epoch >= 0 && fp.current_leader_epoch < epoch {
-                        pd.error_code = ErrorCode::FencedLeaderEpoch.code();
-                    } else {
-                        let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
-                        match p.read_for_fetch(fp.fetch_offset, limit, total == 0, read_committed) {
-                            Ok(data) => {
-                                if read_committed {
-                                    pd.aborted_transactions =
-                                        aborted(&p, fp.fetch_offset, pd.last_stable_offset, !data.is_empty());
-                                }
-                                remaining = remaining.saturating_sub(data.len());
-                                total += data.len();
-                                pd.records = Some(data);
-                            }
-                            Err(ReadError::Io(e)) => {
-                                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "fetch read failed");
-                                pd.error_code = ErrorCode::KafkaStorageError.code();
-                            }
-                            Err(ReadError::Storage(e)) => pd.error_code = storage_error_code(&e).code(),
+                    Some(p) => {
+                        if let Some(waker) = park {
+                            p.park(waker);
                         }
+                        let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
+                        let read = read_partition(
+                            broker,
+                            &image,
+                            &p,
+                            fp,
+                            request,
+                            fetcher,
+                            limit,
+                            total == 0,
+                            first,
+                        );
+                        pd = PartitionData { partition_index: fp.partition, ..read };
+                        let len = pd.records.as_ref().map_or(0, RecordSet::len);
+                        remaining = remaining.saturating_sub(len);
+                        total += len;
                     }
-                }
+                },
             }
             any_error |= pd.error_code != 0;
             partitions.push(pd);
@@ -125,14 +152,102 @@ fn read_all(
     (FetchResponse { responses, ..Default::default() }, total, any_error)
 }
 
+/// The leader the metadata names for a partition (tagged `CurrentLeader`, v12+), so a
+/// client refreshes without another Metadata round.
+fn current_leader(image: &MetadataImage, topic: &str, partition: i32) -> LeaderIdAndEpoch {
+    match image.partition(topic, partition) {
+        Some(p) => LeaderIdAndEpoch { leader_id: p.leader, leader_epoch: p.leader_epoch },
+        None => LeaderIdAndEpoch::default(),
+    }
+}
+
+/// Reads one partition this broker leads.
+#[allow(clippy::too_many_arguments)]
+fn read_partition(
+    broker: &Arc<Broker>,
+    image: &MetadataImage,
+    p: &Arc<Partition>,
+    fp: &FetchPartition,
+    request: &FetchRequest,
+    fetcher: Fetcher,
+    limit: usize,
+    min_one: bool,
+    first: bool,
+) -> PartitionData {
+    let mut pd = PartitionData {
+        partition_index: fp.partition,
+        high_watermark: p.high_watermark(),
+        last_stable_offset: p.last_stable_offset(),
+        log_start_offset: p.log.log_start_offset(),
+        records: Some(RecordSet::new()),
+        ..Default::default()
+    };
+    let epoch = p.leader_epoch();
+    if fp.current_leader_epoch >= 0 && fp.current_leader_epoch != epoch {
+        pd.error_code = if fp.current_leader_epoch > epoch {
+            ErrorCode::UnknownLeaderEpoch
+        } else {
+            ErrorCode::FencedLeaderEpoch
+        }
+        .code();
+        pd.current_leader = LeaderIdAndEpoch { leader_id: broker.config.node_id, leader_epoch: epoch };
+        return pd;
+    }
+    let follower = fetcher.replica_id >= 0;
+    if follower && fp.last_fetched_epoch >= 0 {
+        let (found_epoch, end) = p.log.end_offset_for_epoch(fp.last_fetched_epoch).unwrap_or((-1, -1));
+        if end < fp.fetch_offset || found_epoch < fp.last_fetched_epoch {
+            pd.diverging_epoch = EpochEndOffset { epoch: found_epoch, end_offset: end };
+            return pd;
+        }
+    }
+    let leader_leo = p.log.log_end_offset();
+    let upper = match (follower, request.isolation_level) {
+        (true, _) => ReadUpper::LogEnd,
+        (false, 1) => ReadUpper::LastStable,
+        (false, _) => ReadUpper::HighWatermark,
+    };
+    match p.read_for_fetch(fp.fetch_offset, limit, min_one, upper) {
+        Ok(data) => {
+            if upper == ReadUpper::LastStable {
+                pd.aborted_transactions =
+                    aborted(p, fp.fetch_offset, pd.last_stable_offset, !data.is_empty());
+            }
+            pd.records = Some(data);
+        }
+        Err(ReadError::Io(e)) => {
+            tracing::error!(topic = %p.topic, partition = p.index, error = %e, "fetch read failed");
+            pd.error_code = ErrorCode::KafkaStorageError.code();
+            return pd;
+        }
+        Err(ReadError::Storage(e)) => {
+            pd.error_code = storage_error_code(&e).code();
+            return pd;
+        }
+    }
+    if follower && first {
+        let eligible = |node: i32, epoch: i64| {
+            image.broker(node).is_some_and(|b| b.is_active() && (epoch < 0 || b.epoch == epoch))
+        };
+        let proposal = p.on_follower_fetch(
+            fetcher.replica_id,
+            fp.fetch_offset,
+            fetcher.broker_epoch,
+            leader_leo,
+            crate::clock::now_ms(),
+            eligible,
+        );
+        if let Some(proposal) = proposal {
+            broker.isr_changes().submit(p.clone(), proposal);
+        }
+        pd.high_watermark = p.high_watermark();
+    }
+    pd
+}
+
 /// The aborted transactions a `read_committed` consumer must skip in the fetched range
 /// (Kafka sends null when the fetch returned no data).
-fn aborted(
-    p: &crate::replica::Partition,
-    from: i64,
-    upper: i64,
-    has_data: bool,
-) -> Option<Vec<AbortedTransaction>> {
+fn aborted(p: &Partition, from: i64, upper: i64, has_data: bool) -> Option<Vec<AbortedTransaction>> {
     if !has_data {
         return None;
     }

@@ -1,9 +1,13 @@
-//! FindCoordinator (10): every coordinator lives on this node. Group keys make sure
-//! `__consumer_offsets` exists and is loaded before answering (transaction keys:
-//! `__transaction_state`), so the client's next request finds a ready coordinator.
-//! Batched keys from v4 (KIP-699).
+//! FindCoordinator (10): the group coordinator of a group is the leader of its
+//! `__consumer_offsets` partition, the transaction coordinator of a transactional id the
+//! leader of its `__transaction_state` partition. The topic is created on the first
+//! lookup; a partition without a leader answers COORDINATOR_NOT_AVAILABLE so the client
+//! retries. Batched keys from v4 (KIP-699).
 
 use crate::broker::Broker;
+use crate::connection::RequestContext;
+use crate::internal_topics::CONSUMER_OFFSETS;
+use crate::txn_service::TRANSACTION_STATE;
 use std::sync::Arc;
 use strata_protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -18,34 +22,49 @@ pub async fn handle(
     broker: &Arc<Broker>,
     version: i16,
     request: FindCoordinatorRequest,
+    ctx: &RequestContext,
 ) -> FindCoordinatorResponse {
     let keys = if version >= 4 { request.coordinator_keys.clone() } else { vec![request.key.clone()] };
-    let (host, port) = broker.advertised_address();
-    let node = broker.config.node_id;
-    let error = match request.key_type {
-        GROUP => broker.groups().ensure_topic().await.err(),
-        TRANSACTION => broker.transactions().ensure_topic().await.err(),
-        _ => Some(ErrorCode::InvalidRequest),
+    let ensured = match request.key_type {
+        GROUP => broker.groups().ensure_topic().await,
+        TRANSACTION => broker.transactions().ensure_topic().await,
+        _ => Err(ErrorCode::InvalidRequest),
     };
+    let image = broker.metadata.current();
     let coordinators: Vec<Coordinator> = keys
         .into_iter()
-        .map(|key| match error {
-            None => Coordinator {
-                key,
-                node_id: node,
-                host: host.clone(),
-                port,
-                error_code: 0,
-                error_message: None,
-            },
-            Some(code) => Coordinator {
-                key,
-                node_id: -1,
-                host: String::new(),
-                port: -1,
-                error_code: code.code(),
-                error_message: Some(code.name().to_string()),
-            },
+        .map(|key| {
+            let found = ensured.and_then(|()| {
+                let (topic, partition) = match request.key_type {
+                    GROUP => (CONSUMER_OFFSETS, broker.groups().partition_for(&key)),
+                    _ => (TRANSACTION_STATE, broker.transactions().partition_for(&key)),
+                };
+                let leader = image.partition(topic, partition).map_or(-1, |p| p.leader);
+                let endpoint = image
+                    .broker(leader)
+                    .filter(|b| !b.fenced)
+                    .and_then(|b| b.endpoint(&ctx.listener).cloned())
+                    .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+                Ok((leader, endpoint))
+            });
+            match found {
+                Ok((node_id, e)) => Coordinator {
+                    key,
+                    node_id,
+                    host: e.host,
+                    port: i32::from(e.port),
+                    error_code: 0,
+                    error_message: None,
+                },
+                Err(code) => Coordinator {
+                    key,
+                    node_id: -1,
+                    host: String::new(),
+                    port: -1,
+                    error_code: code.code(),
+                    error_message: Some(code.name().to_string()),
+                },
+            }
         })
         .collect();
     if version >= 4 {

@@ -1,5 +1,5 @@
 //! ListOffsets (2): earliest, latest, max-timestamp, or the first offset at or after a
-//! timestamp, per partition.
+//! timestamp, per partition, from the partition's leader.
 
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
@@ -30,9 +30,12 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsRespon
                         leader_epoch: -1,
                         ..Default::default()
                     };
-                    let Some(p) = broker.replicas.get(&t.name, lp.partition_index) else {
-                        r.error_code = ErrorCode::UnknownTopicOrPartition.code();
-                        return r;
+                    let p = match broker.leader_partition(&t.name, lp.partition_index) {
+                        Ok(p) => p,
+                        Err(code) => {
+                            r.error_code = code.code();
+                            return r;
+                        }
                     };
                     let epoch = p.leader_epoch();
                     if lp.current_leader_epoch >= 0 && lp.current_leader_epoch != epoch {

@@ -1,9 +1,14 @@
-//! Metadata (3): brokers, cluster id, controller, and topics with their partitions.
-//! Asking for an unknown topic creates it when `auto.create.topics.enable` and the
-//! request allow it (Kafka auto-creates on Metadata, not on Produce).
+//! Metadata (3): brokers, cluster id, controller, and topics with their partitions, as
+//! the metadata image describes them, with the endpoints of the listener the client
+//! used. Asking for an unknown topic creates it (through the controller) when
+//! `auto.create.topics.enable` and the request allow it (Kafka auto-creates on
+//! Metadata, not on Produce).
 
 use crate::broker::Broker;
-use crate::topics::{validate_topic_name, TopicMeta};
+use crate::connection::RequestContext;
+use crate::metadata::{MetadataImage, TopicImage};
+use crate::topics::validate_topic_name;
+use std::sync::Arc;
 use strata_protocol::messages::metadata::{
     MetadataRequest, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
     MetadataResponseTopic,
@@ -11,50 +16,77 @@ use strata_protocol::messages::metadata::{
 use strata_protocol::ErrorCode;
 
 /// Answers Metadata.
-pub fn handle(broker: &Broker, version: i16, request: MetadataRequest) -> MetadataResponse {
-    let (host, port) = broker.advertised_address();
-    let node = broker.config.node_id;
-    let mut response = MetadataResponse {
-        brokers: vec![MetadataResponseBroker { node_id: node, host, port, rack: broker.config.rack.clone() }],
-        cluster_id: Some(broker.cluster_id.clone()),
-        controller_id: node,
-        ..Default::default()
-    };
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: MetadataRequest,
+    ctx: &RequestContext,
+) -> MetadataResponse {
     // v0: an empty list means all topics; v1+: null means all topics.
     let requested = match request.topics {
         None => None,
         Some(t) if t.is_empty() && version == 0 => None,
         Some(t) => Some(t),
     };
-    let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
-    match requested {
-        None => {
-            let snapshot = broker.topics.snapshot();
-            response.topics = snapshot.by_name.values().map(|m| describe(broker, m)).collect();
+    let allow_auto_create =
+        (version < 4 || request.allow_auto_topic_creation) && broker.config.auto_create_topics_enable;
+    let mut image = broker.metadata.current();
+    let mut failed: Vec<(String, ErrorCode)> = Vec::new();
+    if let (Some(topics), true) = (&requested, allow_auto_create) {
+        let missing: Vec<String> = topics
+            .iter()
+            .filter_map(|t| t.name.clone())
+            .filter(|n| image.topic(n).is_none() && validate_topic_name(n).is_ok())
+            .collect();
+        if !missing.is_empty() {
+            failed = crate::handlers::forward::auto_create(broker, &missing).await;
+            image = broker.metadata.current();
         }
+    }
+    let mut response = MetadataResponse {
+        brokers: brokers(&image, &ctx.listener),
+        cluster_id: Some(broker.cluster_id()),
+        controller_id: controller_id(broker, &image),
+        ..Default::default()
+    };
+    match requested {
+        None => response.topics = image.topics.values().map(|t| describe(&image, t)).collect(),
         Some(topics) => {
             for t in topics {
-                let by_name = match t.name {
-                    Some(name) => Some(name),
-                    None if !t.topic_id.is_zero() => broker.topics.snapshot().by_id.get(&t.topic_id).cloned(),
-                    None => None,
-                };
-                let Some(name) = by_name else {
-                    response.topics.push(MetadataResponseTopic {
-                        error_code: ErrorCode::UnknownTopicId.code(),
-                        name: None,
-                        topic_id: t.topic_id,
-                        ..Default::default()
-                    });
-                    continue;
+                let name = match t.name {
+                    Some(name) => name,
+                    None => match image.topic_by_id(t.topic_id) {
+                        Some(topic) => topic.name.clone(),
+                        None => {
+                            response.topics.push(MetadataResponseTopic {
+                                error_code: ErrorCode::UnknownTopicId.code(),
+                                name: None,
+                                topic_id: t.topic_id,
+                                ..Default::default()
+                            });
+                            continue;
+                        }
+                    },
                 };
                 if validate_topic_name(&name).is_err() {
                     response.topics.push(error_topic(name, ErrorCode::InvalidTopicException));
                     continue;
                 }
-                match broker.get_or_auto_create(&name, allow_auto_create) {
-                    Ok(meta) => response.topics.push(describe(broker, &meta)),
-                    Err(code) => response.topics.push(error_topic(name, code)),
+                match image.topic(&name) {
+                    Some(topic) => response.topics.push(describe(&image, topic)),
+                    None => {
+                        let code = failed
+                            .iter()
+                            .find(|(n, _)| *n == name)
+                            .map(|(_, c)| *c)
+                            .filter(|_| allow_auto_create)
+                            .unwrap_or(if allow_auto_create {
+                                ErrorCode::LeaderNotAvailable
+                            } else {
+                                ErrorCode::UnknownTopicOrPartition
+                            });
+                        response.topics.push(error_topic(name, code));
+                    }
                 }
             }
         }
@@ -62,31 +94,59 @@ pub fn handle(broker: &Broker, version: i16, request: MetadataRequest) -> Metada
     response
 }
 
+/// Unfenced brokers with an endpoint on `listener`.
+pub fn brokers(image: &MetadataImage, listener: &str) -> Vec<MetadataResponseBroker> {
+    image
+        .unfenced_brokers()
+        .filter_map(|b| {
+            b.endpoint(listener).map(|e| MetadataResponseBroker {
+                node_id: b.node_id,
+                host: e.host.clone(),
+                port: i32::from(e.port),
+                rack: b.rack.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The id clients see as the controller: the active controller when it is also a
+/// broker, else some live broker (clients cannot reach KRaft controllers anyway).
+pub fn controller_id(broker: &Broker, image: &MetadataImage) -> i32 {
+    let active = broker.controller_channel().local().and_then(|c| c.leader());
+    if let Some(id) = active.filter(|id| image.broker(*id).is_some_and(|b| !b.fenced)) {
+        return id;
+    }
+    image.unfenced_brokers().next().map_or(-1, |b| b.node_id)
+}
+
 fn error_topic(name: String, code: ErrorCode) -> MetadataResponseTopic {
     MetadataResponseTopic { error_code: code.code(), name: Some(name), ..Default::default() }
 }
 
-fn describe(broker: &Broker, meta: &TopicMeta) -> MetadataResponseTopic {
-    let node = broker.config.node_id;
-    let partitions = (0..meta.partitions)
-        .map(|index| {
-            let epoch = broker.replicas.get(&meta.name, index).map(|p| p.leader_epoch());
-            MetadataResponsePartition {
-                error_code: if epoch.is_some() { 0 } else { ErrorCode::LeaderNotAvailable.code() },
-                partition_index: index,
-                leader_id: if epoch.is_some() { node } else { -1 },
-                leader_epoch: epoch.unwrap_or(-1),
-                replica_nodes: vec![node],
-                isr_nodes: vec![node],
-                offline_replicas: Vec::new(),
-            }
+fn describe(image: &MetadataImage, t: &TopicImage) -> MetadataResponseTopic {
+    let partitions = t
+        .partitions
+        .iter()
+        .map(|p| MetadataResponsePartition {
+            error_code: if p.leader < 0 { ErrorCode::LeaderNotAvailable.code() } else { 0 },
+            partition_index: p.partition,
+            leader_id: p.leader,
+            leader_epoch: p.leader_epoch,
+            replica_nodes: p.replicas.clone(),
+            isr_nodes: p.isr.clone(),
+            offline_replicas: p
+                .replicas
+                .iter()
+                .copied()
+                .filter(|r| image.broker(*r).is_none_or(|b| b.fenced))
+                .collect(),
         })
         .collect();
     MetadataResponseTopic {
         error_code: 0,
-        name: Some(meta.name.clone()),
-        topic_id: meta.id,
-        is_internal: meta.internal,
+        name: Some(t.name.clone()),
+        topic_id: t.uuid(),
+        is_internal: t.is_internal(),
         partitions,
         ..Default::default()
     }

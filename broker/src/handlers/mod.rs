@@ -4,23 +4,28 @@
 
 mod admin_configs;
 mod api_versions;
+pub mod controller;
 mod create_partitions;
 mod create_topics;
 mod delete_records;
 mod delete_topics;
 mod describe_cluster;
+mod elect_leaders;
 mod fetch;
 mod find_coordinator;
+pub mod forward;
 mod groups;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
+mod offset_for_leader_epoch;
 mod produce;
 mod transactions;
 
-pub use produce::now_ms;
+pub use crate::clock::now_ms;
 
 use crate::broker::Broker;
+use crate::connection::RequestContext;
 use std::sync::Arc;
 use strata_protocol::codec::Chunk;
 use strata_protocol::{encode_response, ApiKey, Request, RequestBody, RequestHeader, ResponseBody};
@@ -45,6 +50,7 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::Produce, min: 0, max: 10 },
     Served { api: ApiKey::Fetch, min: 4, max: 16 },
     Served { api: ApiKey::ListOffsets, min: 1, max: 7 },
+    Served { api: ApiKey::OffsetForLeaderEpoch, min: 0, max: 4 },
     Served { api: ApiKey::Metadata, min: 0, max: 12 },
     Served { api: ApiKey::ApiVersions, min: 0, max: 3 },
     Served { api: ApiKey::CreateTopics, min: 2, max: 7 },
@@ -55,6 +61,7 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::CreatePartitions, min: 0, max: 3 },
     Served { api: ApiKey::IncrementalAlterConfigs, min: 0, max: 1 },
     Served { api: ApiKey::DescribeCluster, min: 0, max: 1 },
+    Served { api: ApiKey::ElectLeaders, min: 0, max: 2 },
     Served { api: ApiKey::InitProducerId, min: 0, max: 4 },
     Served { api: ApiKey::FindCoordinator, min: 0, max: 4 },
     Served { api: ApiKey::JoinGroup, min: 0, max: 9 },
@@ -67,7 +74,8 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::DescribeGroups, min: 0, max: 5 },
     Served { api: ApiKey::DeleteGroups, min: 0, max: 2 },
     Served { api: ApiKey::OffsetDelete, min: 0, max: 0 },
-    Served { api: ApiKey::AddPartitionsToTxn, min: 0, max: 3 },
+    // v4-5 (batched, `verify_only`) are what brokers send each other (KIP-890).
+    Served { api: ApiKey::AddPartitionsToTxn, min: 0, max: 5 },
     Served { api: ApiKey::AddOffsetsToTxn, min: 0, max: 3 },
     Served { api: ApiKey::EndTxn, min: 0, max: 3 },
     Served { api: ApiKey::WriteTxnMarkers, min: 0, max: 1 },
@@ -100,12 +108,12 @@ pub fn unsupported_version(header: &RequestHeader) -> Option<Vec<Chunk>> {
     if header.api_key != ApiKey::ApiVersions as i16 {
         return None;
     }
-    let body = api_versions::unsupported(header.api_version);
+    let body = api_versions::unsupported(SERVED, header.api_version);
     Some(encode_response(header.correlation_id, 0, &body.into()))
 }
 
-/// Handles one decoded request.
-pub async fn dispatch(broker: &Arc<Broker>, request: Request, peer: std::net::SocketAddr) -> Outcome {
+/// Handles one decoded request of a client listener.
+pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestContext) -> Outcome {
     let Request { header, api, body } = request;
     let version = header.api_version;
     let Some(range) = served(api) else {
@@ -122,8 +130,8 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, peer: std::net::So
         };
     }
     let response: ResponseBody = match body {
-        RequestBody::ApiVersions(r) => api_versions::handle(version, r).into(),
-        RequestBody::Metadata(r) => metadata::handle(broker, version, r).into(),
+        RequestBody::ApiVersions(r) => api_versions::handle(SERVED, version, r).into(),
+        RequestBody::Metadata(r) => metadata::handle(broker, version, r, ctx).await.into(),
         RequestBody::Produce(r) => match produce::handle(broker, version, r).await {
             produce::Reply::Respond(resp) => resp.into(),
             produce::Reply::Nothing => return Outcome::NoResponse,
@@ -131,16 +139,18 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, peer: std::net::So
         },
         RequestBody::Fetch(r) => fetch::handle(broker, version, r).await.into(),
         RequestBody::ListOffsets(r) => list_offsets::handle(broker, r).into(),
-        RequestBody::CreateTopics(r) => create_topics::handle(broker, version, r).into(),
-        RequestBody::DeleteTopics(r) => delete_topics::handle(broker, version, r).into(),
-        RequestBody::CreatePartitions(r) => create_partitions::handle(broker, r).into(),
+        RequestBody::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, r).into(),
+        RequestBody::CreateTopics(r) => create_topics::handle(broker, version, r).await.into(),
+        RequestBody::DeleteTopics(r) => delete_topics::handle(broker, version, r).await.into(),
+        RequestBody::CreatePartitions(r) => create_partitions::handle(broker, r).await.into(),
         RequestBody::DeleteRecords(r) => delete_records::handle(broker, r).into(),
         RequestBody::DescribeConfigs(r) => admin_configs::describe(broker, version, r).into(),
-        RequestBody::AlterConfigs(r) => admin_configs::alter(broker, r).into(),
-        RequestBody::IncrementalAlterConfigs(r) => admin_configs::incremental_alter(broker, r).into(),
-        RequestBody::DescribeCluster(r) => describe_cluster::handle(broker, r).into(),
+        RequestBody::AlterConfigs(r) => admin_configs::alter(broker, r).await.into(),
+        RequestBody::IncrementalAlterConfigs(r) => admin_configs::incremental_alter(broker, r).await.into(),
+        RequestBody::DescribeCluster(r) => describe_cluster::handle(broker, r, ctx).into(),
+        RequestBody::ElectLeaders(r) => elect_leaders::handle(broker, r).await.into(),
         RequestBody::InitProducerId(r) if r.transactional_id.as_deref().is_none_or(str::is_empty) => {
-            init_producer_id::handle(broker, r).into()
+            init_producer_id::handle(broker, r).await.into()
         }
         body @ (RequestBody::InitProducerId(_)
         | RequestBody::AddPartitionsToTxn(_)
@@ -151,9 +161,9 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, peer: std::net::So
             Some(response) => response,
             None => return Outcome::Close,
         },
-        RequestBody::WriteTxnMarkers(r) => transactions::write_txn_markers(broker, r).into(),
+        RequestBody::WriteTxnMarkers(r) => transactions::write_txn_markers(broker, r).await.into(),
         RequestBody::DescribeProducers(r) => transactions::describe_producers(broker, r).into(),
-        RequestBody::FindCoordinator(r) => find_coordinator::handle(broker, version, r).await.into(),
+        RequestBody::FindCoordinator(r) => find_coordinator::handle(broker, version, r, ctx).await.into(),
         body @ (RequestBody::JoinGroup(_)
         | RequestBody::SyncGroup(_)
         | RequestBody::Heartbeat(_)
@@ -164,7 +174,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, peer: std::net::So
         | RequestBody::ListGroups(_)
         | RequestBody::DeleteGroups(_)
         | RequestBody::OffsetDelete(_)
-        | RequestBody::TxnOffsetCommit(_)) => match groups::handle(broker, &header, peer, body).await {
+        | RequestBody::TxnOffsetCommit(_)) => match groups::handle(broker, &header, ctx.peer, body).await {
             Some(response) => response,
             None => return Outcome::Close,
         },
@@ -182,7 +192,7 @@ mod tests {
 
     #[test]
     fn every_served_range_is_decodable() {
-        for s in SERVED {
+        for s in SERVED.iter().chain(controller::SERVED) {
             let (lo, hi) = s.api.codec_versions();
             assert!(
                 lo <= s.min && s.max <= hi,
@@ -192,5 +202,10 @@ mod tests {
                 s.max
             );
         }
+    }
+
+    #[test]
+    fn client_listeners_never_advertise_strata_private_apis() {
+        assert!(SERVED.iter().all(|s| !s.api.is_strata_private()));
     }
 }

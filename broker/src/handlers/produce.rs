@@ -1,12 +1,19 @@
 //! Produce (0): append producers' record batches to partition logs.
 //!
-//! For each partition: check the topic and partition exist here, append as leader
-//! (validation, offsets, indexes happen in the log), and answer with the base offset.
-//! `acks=all` with an ISR below `min.insync.replicas` is refused before the append
-//! with NOT_ENOUGH_REPLICAS; with a single node the high watermark reaches the batch at
-//! once, so acks=all answers as soon as the append returns.
+//! For each partition: check this broker leads it, append as leader (validation,
+//! offsets, indexes happen in the log), and answer with the base offset, exactly as
+//! Kafka does for each `acks`:
+//! - `acks=0`: no answer (a failed partition closes the connection);
+//! - `acks=1`: after the leader's append;
+//! - `acks=all`: NOT_ENOUGH_REPLICAS before the append when the ISR is below
+//!   `min.insync.replicas`; after it, the answer waits (a delayed produce) until the high
+//!   watermark passes the batch, then NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
+//!   below the minimum meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved, or
+//!   REQUEST_TIMED_OUT at the request's `timeout_ms`. With an ISR of one the high
+//!   watermark reaches the batch at once and nothing waits.
 
 use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::errors::storage_error_code;
 use crate::txn::{verification_error_for_client, TopicPartition};
 use std::collections::HashMap;
@@ -29,14 +36,6 @@ pub enum Reply {
     Close,
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Handles a Produce request.
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Reply {
     let acks = request.acks;
@@ -54,11 +53,15 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         _ => HashMap::new(),
     };
     let now = now_ms();
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_millis(request.timeout_ms.max(0) as u64);
     let mut any_error = false;
+    let mut delayed: Vec<(usize, usize, Delayed)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
+    let image = broker.metadata.current();
     for topic in request.topic_data {
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
-        let meta = broker.topics.get(&topic.name);
+        let meta = image.topic(&topic.name).cloned();
         for pd in topic.partition_data {
             let mut r = PartitionProduceResponse { index: pd.index, base_offset: -1, ..Default::default() };
             let outcome = match (refuse, refused.get(&(topic.name.clone(), pd.index))) {
@@ -67,10 +70,13 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                 (None, None) => append(broker, meta.as_deref(), &topic.name, pd.index, pd.records, acks, now),
             };
             match outcome {
-                Ok((base_offset, log_append_time, log_start_offset)) => {
-                    r.base_offset = base_offset;
-                    r.log_append_time_ms = log_append_time;
-                    r.log_start_offset = log_start_offset;
+                Ok(appended) => {
+                    r.base_offset = appended.base_offset;
+                    r.log_append_time_ms = appended.log_append_time;
+                    r.log_start_offset = appended.log_start_offset;
+                    if let Some(wait) = appended.wait {
+                        delayed.push((responses.len(), partition_responses.len(), wait));
+                    }
                 }
                 Err((code, message)) => {
                     any_error = true;
@@ -85,10 +91,68 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     if acks == 0 {
         return if any_error { Reply::Close } else { Reply::Nothing };
     }
+    for (t, p, wait) in delayed {
+        if let Err((code, message)) = wait.complete(broker, deadline).await {
+            let r = &mut responses[t].partition_responses[p];
+            r.error_code = code.code();
+            r.error_message = Some(message);
+            if code != ErrorCode::NotEnoughReplicasAfterAppend {
+                r.base_offset = -1;
+            }
+        }
+    }
     Reply::Respond(ProduceResponse { responses, ..Default::default() })
 }
 
-type Appended = (i64, i64, i64);
+/// What a successful append answers, and for `acks=all` what it still waits for.
+struct Appended {
+    base_offset: i64,
+    log_append_time: i64,
+    log_start_offset: i64,
+    wait: Option<Delayed>,
+}
+
+/// An `acks=all` append whose high watermark has not passed it yet.
+struct Delayed {
+    partition: Arc<crate::replica::Partition>,
+    last_offset: i64,
+    leader_epoch: i32,
+    min_isr: usize,
+}
+
+impl Delayed {
+    /// Waits until the batch is replicated to the ISR, or why not.
+    async fn complete(
+        self,
+        _broker: &Broker,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), (ErrorCode, String)> {
+        use crate::replica::WaitError;
+        match self.partition.wait_for_high_watermark(self.last_offset, self.leader_epoch, deadline).await {
+            Ok(()) => check_isr_after(&self.partition, self.min_isr),
+            Err(WaitError::NotLeader) => Err((
+                ErrorCode::NotLeaderOrFollower,
+                "leadership moved before the batch was replicated".into(),
+            )),
+            Err(WaitError::Timeout) => Err((
+                ErrorCode::RequestTimedOut,
+                "the batch was not replicated to the ISR within the timeout".into(),
+            )),
+        }
+    }
+}
+
+/// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum after the append.
+fn check_isr_after(p: &crate::replica::Partition, min_isr: usize) -> Result<(), (ErrorCode, String)> {
+    let isr = p.isr_size();
+    if isr < min_isr {
+        return Err((
+            ErrorCode::NotEnoughReplicasAfterAppend,
+            format!("in-sync replicas {isr} below min.insync.replicas {min_isr} after the append"),
+        ));
+    }
+    Ok(())
+}
 
 /// KIP-890 part 1: a transactional produce may only write to partitions the transaction
 /// coordinator has added to the producer's ongoing transaction, so a late request of an
@@ -139,7 +203,7 @@ async fn verify_transactional(
 
 fn append(
     broker: &Broker,
-    meta: Option<&crate::topics::TopicMeta>,
+    meta: Option<&crate::metadata::TopicImage>,
     topic: &str,
     index: i32,
     records: Option<bytes::Bytes>,
@@ -149,10 +213,8 @@ fn append(
     let Some(meta) = meta else {
         return Err((ErrorCode::UnknownTopicOrPartition, None));
     };
-    let Some(partition) = broker.replicas.get(topic, index) else {
-        return Err((ErrorCode::UnknownTopicOrPartition, None));
-    };
-    if meta.internal {
+    let partition = broker.leader_partition(topic, index).map_err(|code| (code, None))?;
+    if meta.is_internal() {
         return Err((
             ErrorCode::InvalidTopicException,
             Some(format!("cannot produce to internal topic {topic}")),
@@ -161,10 +223,11 @@ fn append(
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err((ErrorCode::InvalidRecord, Some("produce request without records".into())));
     };
+    let mut min_isr = 1;
     if acks == -1 {
-        let (min_isr, _) = broker.config.topic_defaults.resolve(&meta.configs, "min.insync.replicas");
-        let min_isr: usize = min_isr.parse().unwrap_or(1);
-        let isr_size = 1;
+        let (value, _) = broker.config.topic_defaults.resolve(&meta.configs, "min.insync.replicas");
+        min_isr = value.parse().unwrap_or(1);
+        let isr_size = partition.isr_size();
         if isr_size < min_isr {
             return Err((
                 ErrorCode::NotEnoughReplicas,
@@ -172,9 +235,35 @@ fn append(
             ));
         }
     }
-    match partition.append_as_leader(records, now) {
-        Ok(info) => Ok((info.first_offset, info.log_append_time, info.log_start_offset)),
-        Err(e) => {
+    let leader_epoch = partition.leader_epoch();
+    match partition.append_as_leader(records, strata_storage::AppendOrigin::Client, now) {
+        Ok(info) => {
+            let wait = (acks == -1).then(|| Delayed {
+                partition: partition.clone(),
+                last_offset: info.last_offset,
+                leader_epoch,
+                min_isr,
+            });
+            // Already replicated (an ISR of one): answer without waiting.
+            let wait = match wait {
+                Some(w)
+                    if partition.high_watermark() > w.last_offset
+                        && partition.leader_epoch() == leader_epoch =>
+                {
+                    check_isr_after(&partition, min_isr).map_err(|(c, m)| (c, Some(m)))?;
+                    None
+                }
+                other => other,
+            };
+            Ok(Appended {
+                base_offset: info.first_offset,
+                log_append_time: info.log_append_time,
+                log_start_offset: info.log_start_offset,
+                wait,
+            })
+        }
+        Err(crate::replica::AppendError::NotLeader) => Err((ErrorCode::NotLeaderOrFollower, None)),
+        Err(crate::replica::AppendError::Storage(e)) => {
             tracing::debug!(topic, partition = index, error = %e, "append refused");
             Err((storage_error_code(&e), Some(e.to_string())))
         }

@@ -1,11 +1,11 @@
 //! The transaction APIs: InitProducerId with a transactional id (22), AddPartitionsToTxn
 //! (24), AddOffsetsToTxn (25), EndTxn (26), DescribeTransactions (65) and
 //! ListTransactions (66) go to the transaction coordinator task
-//! ([`crate::txn_service`]); WriteTxnMarkers (27) appends the markers on this broker's
-//! partitions; DescribeProducers (61) reads each partition's producer state.
+//! ([`crate::txn_service`]); WriteTxnMarkers (27) appends the markers on the partitions
+//! this broker leads; DescribeProducers (61) reads each led partition's producer state.
 
 use crate::broker::Broker;
-use crate::markers::{write_marker, MarkerWrite};
+use crate::markers::{write_replicated, MarkerWrite};
 use crate::txn::RequestMeta;
 use crate::txn_service::{next_token, TxnRequest};
 use std::sync::Arc;
@@ -17,6 +17,10 @@ use strata_protocol::messages::write_txn_markers::{
     WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
+
+/// How long a marker may take to be replicated before its partition answers
+/// REQUEST_TIMED_OUT (the coordinator retries).
+const MARKER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Forwards a transaction request to the coordinator; `None` at shutdown.
 pub async fn coordinator(broker: &Arc<Broker>, version: i16, body: RequestBody) -> Option<ResponseBody> {
@@ -33,36 +37,56 @@ pub async fn coordinator(broker: &Arc<Broker>, version: i16, body: RequestBody) 
     broker.transactions().call(meta, request).await
 }
 
-/// Handles WriteTxnMarkers: one control batch per listed partition.
-pub fn write_txn_markers(broker: &Arc<Broker>, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
-    let markers = request
-        .markers
-        .into_iter()
-        .map(|m| {
-            let write = MarkerWrite {
-                producer_id: m.producer_id,
-                producer_epoch: m.producer_epoch,
-                coordinator_epoch: m.coordinator_epoch,
-                commit: m.transaction_result,
-            };
-            let topics = m
-                .topics
-                .into_iter()
-                .map(|t| {
-                    let partitions = t
-                        .partition_indexes
-                        .iter()
-                        .map(|&index| WritableTxnMarkerPartitionResult {
-                            partition_index: index,
-                            error_code: write_marker(broker, &t.name, index, &write).code(),
-                        })
-                        .collect();
-                    WritableTxnMarkerTopicResult { name: t.name, partitions }
-                })
-                .collect();
-            WritableTxnMarkerResult { producer_id: m.producer_id, topics }
-        })
-        .collect();
+/// Handles WriteTxnMarkers: one control batch per listed partition, each answered once
+/// replicated (or why not).
+pub async fn write_txn_markers(
+    broker: &Arc<Broker>,
+    request: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    let mut markers = Vec::with_capacity(request.markers.len());
+    for m in request.markers {
+        let write = MarkerWrite {
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
+            coordinator_epoch: m.coordinator_epoch,
+            commit: m.transaction_result,
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in &m.topics {
+            for &index in &t.partition_indexes {
+                let (broker, write, topic) = (broker.clone(), write.clone(), t.name.clone());
+                tasks.spawn(async move {
+                    let code = write_replicated(&broker, &topic, index, &write, MARKER_TIMEOUT).await;
+                    (topic, index, code)
+                });
+            }
+        }
+        let mut results: Vec<(String, i32, ErrorCode)> = Vec::new();
+        while let Some(done) = tasks.join_next().await {
+            if let Ok(r) = done {
+                results.push(r);
+            }
+        }
+        let topics = m
+            .topics
+            .into_iter()
+            .map(|t| {
+                let partitions = t
+                    .partition_indexes
+                    .iter()
+                    .map(|&index| {
+                        let code = results
+                            .iter()
+                            .find(|(topic, p, _)| *topic == t.name && *p == index)
+                            .map_or(ErrorCode::UnknownServerError, |(_, _, c)| *c);
+                        WritableTxnMarkerPartitionResult { partition_index: index, error_code: code.code() }
+                    })
+                    .collect();
+                WritableTxnMarkerTopicResult { name: t.name, partitions }
+            })
+            .collect();
+        markers.push(WritableTxnMarkerResult { producer_id: m.producer_id, topics });
+    }
     WriteTxnMarkersResponse { markers }
 }
 
@@ -75,14 +99,14 @@ pub fn describe_producers(broker: &Broker, request: DescribeProducersRequest) ->
             let partitions = t
                 .partition_indexes
                 .iter()
-                .map(|&index| match broker.replicas.get(&t.name, index) {
-                    None => PartitionResponse {
+                .map(|&index| match broker.leader_partition(&t.name, index) {
+                    Err(code) => PartitionResponse {
                         partition_index: index,
-                        error_code: ErrorCode::UnknownTopicOrPartition.code(),
+                        error_code: code.code(),
                         error_message: None,
                         active_producers: Vec::new(),
                     },
-                    Some(p) => PartitionResponse {
+                    Ok(p) => PartitionResponse {
                         partition_index: index,
                         error_code: 0,
                         error_message: None,

@@ -8,6 +8,7 @@
 //! on changes (the replica manager, coordinators) wait on [`MetadataCache::subscribe`].
 
 pub mod image;
+pub mod listener;
 pub mod records;
 
 pub use image::{ApplyOutcome, BrokerImage, ImageSnapshot, MetadataImage, TopicImage};

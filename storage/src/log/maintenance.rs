@@ -310,6 +310,26 @@ impl Log {
         Ok(())
     }
 
+    /// Empties the log and restarts it at `offset` (Kafka's `truncateFullyAndStartAt`):
+    /// a follower whose log end is below the leader's log start cannot catch up by
+    /// fetching, so it starts over where the leader's log starts.
+    pub fn restart_at(&self, offset: i64) -> Result<()> {
+        let config = self.config();
+        let mut inner = self.write_inner();
+        self.check_open(&inner)?;
+        if offset < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: inner.log_start_offset,
+                log_end_offset: inner.log_end_offset(),
+            });
+        }
+        self.truncate_fully_and_start_at(&mut inner, &config, offset)?;
+        tracing::info!(topic = %self.topic, partition = self.partition, offset, "log restarted empty");
+        self.publish(&inner);
+        Ok(())
+    }
+
     fn truncate_fully_and_start_at(
         &self,
         inner: &mut LogInner,

@@ -172,7 +172,7 @@ pub struct MetadataQuorum {
     leader_task: tokio::task::JoinHandle<()>,
     write_timeout: Duration,
     /// Completes when the last storage handle has closed the directory.
-    released: oneshot::Receiver<()>,
+    released: std::sync::Mutex<Option<oneshot::Receiver<()>>>,
 }
 
 impl std::fmt::Debug for MetadataQuorum {
@@ -282,7 +282,7 @@ impl MetadataQuorum {
             leader,
             leader_task,
             write_timeout: Duration::from_millis(config.quorum_request_timeout_ms),
-            released,
+            released: std::sync::Mutex::new(Some(released)),
         })
     }
 
@@ -375,19 +375,20 @@ impl MetadataQuorum {
 
     /// Stops Raft and waits (up to 5 s) until its storage has closed the directory, so a
     /// new instance can open it at once.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::error!(error = %e, "the metadata quorum's raft task failed");
         }
-        drop(self.raft);
-        if tokio::time::timeout(Duration::from_secs(5), self.released).await.is_err() {
-            tracing::warn!(
-                node_id = self.node_id,
-                "the metadata quorum's storage was not released within 5 s"
-            );
+        let released = self.released.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(released) = released {
+            if tokio::time::timeout(Duration::from_secs(5), released).await.is_err() {
+                tracing::warn!(
+                    node_id = self.node_id,
+                    "the metadata quorum's storage was not released within 5 s"
+                );
+            }
         }
-        // The task ends by itself once Raft's metrics channel closes.
-        drop(self.leader_task);
+        self.leader_task.abort();
     }
 }
 

@@ -1,0 +1,322 @@
+//! The active controller's handling of each controller API: decide with
+//! [`ControllerState`](super::ControllerState), write, answer.
+
+use super::answers::not_controller;
+use super::Task;
+use crate::clock::now_ms;
+use crate::controller::brokers::{Heartbeat, Registration};
+use crate::controller::isr::{AlterIsr, IsrChange, IsrOutcome};
+use crate::controller::leaders::ElectionType;
+use crate::metadata::{Endpoint, MetadataRecord};
+use strata_protocol::codec::Uuid;
+use strata_protocol::messages::{
+    allocate_producer_ids::AllocateProducerIdsResponse,
+    alter_configs::{AlterConfigsResourceResponse, AlterConfigsResponse},
+    alter_partition::{
+        AlterPartitionRequest, AlterPartitionResponse, PartitionDataResponse, TopicDataResponse,
+    },
+    broker_heartbeat::BrokerHeartbeatResponse,
+    broker_registration::{BrokerRegistrationRequest, BrokerRegistrationResponse},
+    delete_topics::DeleteTopicsResponse,
+    elect_leaders::{ElectLeadersRequest, ElectLeadersResponse, PartitionResult, ReplicaElectionResult},
+    incremental_alter_configs as incremental,
+    unregister_broker::UnregisterBrokerResponse,
+};
+use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
+
+impl Task {
+    /// Handles one request as the active controller.
+    pub(super) async fn handle(&mut self, body: RequestBody, version: i16) -> ResponseBody {
+        let image = self.cache.current();
+        let now = now_ms();
+        match body {
+            RequestBody::BrokerRegistration(r) => self.register(r).await.into(),
+            RequestBody::BrokerHeartbeat(r) => {
+                let hb = Heartbeat {
+                    node_id: r.broker_id,
+                    broker_epoch: r.broker_epoch,
+                    current_metadata_offset: r.current_metadata_offset,
+                    want_fence: r.want_fence,
+                    want_shut_down: r.want_shut_down,
+                };
+                let (records, reply) = self.state.heartbeat(&image, &hb, now);
+                let begins_shutdown =
+                    records.iter().any(|r| matches!(r, MetadataRecord::BeginControlledShutdown { .. }));
+                if !records.is_empty() {
+                    match self.write(records).await {
+                        Ok((index, _)) if begins_shutdown => self.state.shutdown_written(hb.node_id, index),
+                        Ok(_) => {}
+                        Err(_) => return not_controller(&RequestBody::BrokerHeartbeat(r)),
+                    }
+                }
+                BrokerHeartbeatResponse {
+                    error_code: reply.error.map_or(0, |e| e.code()),
+                    is_caught_up: reply.is_caught_up,
+                    is_fenced: reply.is_fenced,
+                    should_shut_down: reply.should_shut_down,
+                    ..Default::default()
+                }
+                .into()
+            }
+            RequestBody::AlterPartition(r) => self.alter_partition(r, version).await.into(),
+            RequestBody::AllocateProducerIds(r) => {
+                match self.state.allocate_producer_ids(&image, r.broker_id, r.broker_epoch) {
+                    Err(code) => {
+                        AllocateProducerIdsResponse { error_code: code.code(), ..Default::default() }.into()
+                    }
+                    Ok((record, block)) => match self.write(vec![record]).await {
+                        Ok(_) => AllocateProducerIdsResponse {
+                            producer_id_start: block.first,
+                            producer_id_len: block.len,
+                            ..Default::default()
+                        }
+                        .into(),
+                        Err(_) => not_controller(&RequestBody::AllocateProducerIds(r)),
+                    },
+                }
+            }
+            RequestBody::CreateTopics(r) => {
+                let (records, response) = self.state.create_topics(&image, &r);
+                self.written(records, response.into(), RequestBody::CreateTopics(r)).await
+            }
+            RequestBody::DeleteTopics(r) => {
+                let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
+                    r.topics.iter().map(|t| (t.name.clone(), t.topic_id)).collect()
+                } else {
+                    r.topic_names.iter().map(|n| (Some(n.clone()), Uuid::ZERO)).collect()
+                };
+                let (records, responses) = self.state.delete_topics(&image, &wanted);
+                let response = DeleteTopicsResponse { responses, ..Default::default() };
+                self.written(records, response.into(), RequestBody::DeleteTopics(r)).await
+            }
+            RequestBody::CreatePartitions(r) => {
+                let (records, response) = self.state.create_partitions(&image, &r);
+                self.written(records, response.into(), RequestBody::CreatePartitions(r)).await
+            }
+            RequestBody::AlterConfigs(r) => {
+                let (records, outcomes) = self.state.alter_configs(&image, &r.resources, r.validate_only);
+                let responses = r
+                    .resources
+                    .iter()
+                    .zip(outcomes)
+                    .map(|(res, o)| {
+                        let (error_code, error_message) = split(o);
+                        AlterConfigsResourceResponse {
+                            error_code,
+                            error_message,
+                            resource_type: res.resource_type,
+                            resource_name: res.resource_name.clone(),
+                        }
+                    })
+                    .collect();
+                let response = AlterConfigsResponse { responses, ..Default::default() };
+                self.written(records, response.into(), RequestBody::AlterConfigs(r)).await
+            }
+            RequestBody::IncrementalAlterConfigs(r) => {
+                let (records, outcomes) =
+                    self.state.incremental_alter_configs(&image, &r.resources, r.validate_only);
+                let responses = r
+                    .resources
+                    .iter()
+                    .zip(outcomes)
+                    .map(|(res, o)| {
+                        let (error_code, error_message) = split(o);
+                        incremental::AlterConfigsResourceResponse {
+                            error_code,
+                            error_message,
+                            resource_type: res.resource_type,
+                            resource_name: res.resource_name.clone(),
+                        }
+                    })
+                    .collect();
+                let response =
+                    incremental::IncrementalAlterConfigsResponse { responses, ..Default::default() };
+                self.written(records, response.into(), RequestBody::IncrementalAlterConfigs(r)).await
+            }
+            RequestBody::ElectLeaders(r) => self.elect_leaders(r, version).await.into(),
+            RequestBody::UnregisterBroker(r) => {
+                let Some(b) = image.broker(r.broker_id) else {
+                    return UnregisterBrokerResponse {
+                        error_code: ErrorCode::BrokerIdNotRegistered.code(),
+                        error_message: Some(format!("broker {} is not registered", r.broker_id)),
+                        ..Default::default()
+                    }
+                    .into();
+                };
+                let mut records =
+                    vec![MetadataRecord::FenceBroker { node_id: b.node_id, broker_epoch: b.epoch }];
+                records.push(MetadataRecord::UnregisterBroker { node_id: b.node_id, broker_epoch: b.epoch });
+                let response = UnregisterBrokerResponse { error_message: None, ..Default::default() };
+                self.written(records, response.into(), RequestBody::UnregisterBroker(r)).await
+            }
+            other => {
+                tracing::warn!(api = other.api_key().name(), "not a controller API");
+                not_controller(&other)
+            }
+        }
+    }
+
+    /// Writes `records` (if any) and answers `response`, or NOT_CONTROLLER if the write
+    /// failed.
+    async fn written(
+        &mut self,
+        records: Vec<MetadataRecord>,
+        response: ResponseBody,
+        request: RequestBody,
+    ) -> ResponseBody {
+        if records.is_empty() {
+            return response;
+        }
+        match self.write(records).await {
+            Ok(_) => response,
+            Err(_) => not_controller(&request),
+        }
+    }
+
+    async fn register(&mut self, r: BrokerRegistrationRequest) -> BrokerRegistrationResponse {
+        let image = self.cache.current();
+        let registration = Registration {
+            node_id: r.broker_id,
+            cluster_id: (!r.cluster_id.is_empty()).then(|| r.cluster_id.clone()),
+            incarnation_id: String::from(crate::metadata::TopicId(r.incarnation_id)),
+            endpoints: r
+                .listeners
+                .iter()
+                .map(|l| Endpoint { listener: l.name.clone(), host: l.host.clone(), port: l.port })
+                .collect(),
+            rack: r.rack.clone().filter(|s| !s.is_empty()),
+        };
+        let records = match self.state.register(&image, &registration, now_ms()) {
+            Ok(records) => records,
+            Err((code, message)) => {
+                tracing::info!(node_id = r.broker_id, error = code.name(), %message, "broker registration refused");
+                return BrokerRegistrationResponse { error_code: code.code(), ..Default::default() };
+            }
+        };
+        match self.write(records).await {
+            Ok((_, outcome)) => {
+                let epoch = outcome.broker_epoch.unwrap_or(-1);
+                self.state.registered(r.broker_id, epoch, now_ms());
+                tracing::info!(node_id = r.broker_id, broker_epoch = epoch, "broker registered");
+                BrokerRegistrationResponse { broker_epoch: epoch, ..Default::default() }
+            }
+            Err(_) => BrokerRegistrationResponse {
+                error_code: ErrorCode::NotController.code(),
+                ..Default::default()
+            },
+        }
+    }
+
+    async fn alter_partition(&mut self, r: AlterPartitionRequest, version: i16) -> AlterPartitionResponse {
+        let image = self.cache.current();
+        let mut changes = Vec::new();
+        for t in &r.topics {
+            let topic_id = if version >= 2 {
+                t.topic_id
+            } else {
+                image.topic(&t.topic_name).map_or(Uuid::ZERO, |x| x.uuid())
+            };
+            for p in &t.partitions {
+                let new_isr = if version >= 3 {
+                    p.new_isr_with_epochs.iter().map(|b| (b.broker_id, b.broker_epoch)).collect()
+                } else {
+                    p.new_isr.iter().map(|&b| (b, -1)).collect()
+                };
+                changes.push(IsrChange {
+                    topic_id,
+                    partition: p.partition_index,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    new_isr,
+                });
+            }
+        }
+        let request = AlterIsr { broker_id: r.broker_id, broker_epoch: r.broker_epoch, changes, version };
+        let (records, outcomes) = match self.state.alter_partition(&image, &request) {
+            Ok(x) => x,
+            Err(code) => return AlterPartitionResponse { error_code: code.code(), ..Default::default() },
+        };
+        if !records.is_empty() && self.write(records).await.is_err() {
+            return AlterPartitionResponse {
+                error_code: ErrorCode::NotController.code(),
+                ..Default::default()
+            };
+        }
+        let mut outcomes = outcomes.into_iter();
+        let topics = r
+            .topics
+            .iter()
+            .map(|t| TopicDataResponse {
+                topic_name: t.topic_name.clone(),
+                topic_id: t.topic_id,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| match outcomes.next() {
+                        Some(IsrOutcome::Done(state)) => PartitionDataResponse {
+                            partition_index: p.partition_index,
+                            error_code: 0,
+                            leader_id: state.leader,
+                            leader_epoch: state.leader_epoch,
+                            isr: state.isr,
+                            leader_recovery_state: 0,
+                            partition_epoch: state.partition_epoch,
+                        },
+                        Some(IsrOutcome::Refused(code)) => PartitionDataResponse {
+                            partition_index: p.partition_index,
+                            error_code: code.code(),
+                            ..Default::default()
+                        },
+                        None => PartitionDataResponse {
+                            partition_index: p.partition_index,
+                            error_code: ErrorCode::UnknownServerError.code(),
+                            ..Default::default()
+                        },
+                    })
+                    .collect(),
+            })
+            .collect();
+        AlterPartitionResponse { topics, ..Default::default() }
+    }
+
+    async fn elect_leaders(&mut self, r: ElectLeadersRequest, version: i16) -> ElectLeadersResponse {
+        let image = self.cache.current();
+        let kind = if version >= 1 && r.election_type == 1 {
+            ElectionType::Unclean
+        } else {
+            ElectionType::Preferred
+        };
+        let targets: Option<Vec<(String, i32)>> = r.topic_partitions.as_ref().map(|tps| {
+            tps.iter().flat_map(|t| t.partitions.iter().map(move |&p| (t.topic.clone(), p))).collect()
+        });
+        let (records, results) = self.state.elect_leaders(&image, kind, targets.as_deref());
+        if !records.is_empty() && self.write(records).await.is_err() {
+            return ElectLeadersResponse {
+                error_code: ErrorCode::NotController.code(),
+                ..Default::default()
+            };
+        }
+        let mut by_topic: Vec<ReplicaElectionResult> = Vec::new();
+        for res in results {
+            let entry = PartitionResult {
+                partition_id: res.partition,
+                error_code: res.error.code(),
+                error_message: res.message,
+            };
+            match by_topic.iter_mut().find(|t| t.topic == res.topic) {
+                Some(t) => t.partition_result.push(entry),
+                None => {
+                    by_topic.push(ReplicaElectionResult { topic: res.topic, partition_result: vec![entry] })
+                }
+            }
+        }
+        ElectLeadersResponse { replica_election_results: by_topic, ..Default::default() }
+    }
+}
+
+fn split(outcome: Result<(), (ErrorCode, String)>) -> (i16, Option<String>) {
+    match outcome {
+        Ok(()) => (0, None),
+        Err((code, message)) => (code.code(), Some(message)),
+    }
+}

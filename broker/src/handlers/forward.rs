@@ -1,0 +1,110 @@
+//! Forwarding admin requests to the active controller (Kafka's KRaft brokers forward
+//! CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs
+//! and ElectLeaders): the request goes in its newest shape, the answer comes back in it,
+//! and the handler encodes it at the client's version. Before answering, the broker
+//! waits briefly until its own metadata shows the change, so the client's next request
+//! here finds it.
+
+use crate::broker::Broker;
+use std::sync::Arc;
+use std::time::Duration;
+use strata_protocol::messages::create_topics::{
+    CreatableTopic, CreatableTopicResult, CreateTopicsRequest, CreateTopicsResponse,
+};
+use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
+
+/// How long a forwarded change may take to show in this broker's metadata.
+const APPLY_WAIT: Duration = Duration::from_secs(5);
+
+/// The controller-side version a forwarded request is sent at.
+pub fn controller_version(body: &RequestBody) -> i16 {
+    match body {
+        RequestBody::CreateTopics(_) => 7,
+        RequestBody::DeleteTopics(_) => 6,
+        RequestBody::CreatePartitions(_) => 3,
+        RequestBody::AlterConfigs(_) => 2,
+        RequestBody::IncrementalAlterConfigs(_) => 1,
+        RequestBody::ElectLeaders(_) => 2,
+        _ => 0,
+    }
+}
+
+/// Sends `body` to the active controller; `None` if no controller answered in time.
+pub async fn to_controller(broker: &Broker, body: RequestBody, timeout_ms: i32) -> Option<ResponseBody> {
+    let version = controller_version(&body);
+    let timeout = Duration::from_millis(timeout_ms.clamp(1000, 60_000) as u64);
+    match broker.controller_channel().call(body, version, timeout).await {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!(error = %e, "admin request not answered by a controller");
+            None
+        }
+    }
+}
+
+/// Creates topics through the controller and waits until they are applied here.
+pub async fn create_topics(broker: &Arc<Broker>, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let names: Vec<String> = request.topics.iter().map(|t| t.name.clone()).collect();
+    let validate_only = request.validate_only;
+    let timeout_ms = request.timeout_ms;
+    let failed = |topics: &[CreatableTopic]| CreateTopicsResponse {
+        topics: topics
+            .iter()
+            .map(|t| CreatableTopicResult {
+                name: t.name.clone(),
+                error_code: ErrorCode::RequestTimedOut.code(),
+                error_message: Some("no active controller answered".into()),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let topics = request.topics.clone();
+    let response = match to_controller(broker, RequestBody::CreateTopics(request), timeout_ms).await {
+        Some(ResponseBody::CreateTopics(r)) => r,
+        _ => return failed(&topics),
+    };
+    if !validate_only {
+        let created: Vec<String> = response
+            .topics
+            .iter()
+            .filter(|t| t.error_code == 0 && names.contains(&t.name))
+            .map(|t| t.name.clone())
+            .collect();
+        broker.await_topics_applied(&created, APPLY_WAIT).await;
+    }
+    response
+}
+
+/// Creates `names` with this broker's defaults (`num.partitions`,
+/// `default.replication.factor`), as Metadata's auto-creation does; the error per
+/// topic that could not be created (TOPIC_ALREADY_EXISTS counts as created).
+pub async fn auto_create(broker: &Arc<Broker>, names: &[String]) -> Vec<(String, ErrorCode)> {
+    let request = CreateTopicsRequest {
+        topics: names
+            .iter()
+            .map(|n| CreatableTopic {
+                name: n.clone(),
+                num_partitions: broker.config.num_partitions,
+                replication_factor: broker.config.default_replication_factor,
+                ..Default::default()
+            })
+            .collect(),
+        timeout_ms: 30_000,
+        validate_only: false,
+    };
+    let response = create_topics(broker, request).await;
+    response
+        .topics
+        .into_iter()
+        .filter(|t| t.error_code != 0 && t.error_code != ErrorCode::TopicAlreadyExists.code())
+        .map(|t| (t.name, ErrorCode::from_code(t.error_code).unwrap_or(ErrorCode::UnknownServerError)))
+        .collect()
+}
+
+/// Forwards a request whose answer needs no waiting (configs, elections); the
+/// NOT_CONTROLLER answer if no controller answered.
+pub async fn plain(broker: &Broker, body: RequestBody) -> ResponseBody {
+    let fallback = crate::controller::service::not_controller(&body);
+    to_controller(broker, body, 30_000).await.unwrap_or(fallback)
+}

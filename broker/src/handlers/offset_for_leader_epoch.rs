@@ -1,0 +1,56 @@
+//! OffsetForLeaderEpoch (23): the end offset of a leader epoch on this partition's
+//! leader (KIP-101, KIP-279): the start offset of the next larger epoch, or the log end
+//! for the current one. Consumers (librdkafka after a leader change, KIP-320) use it to
+//! detect a truncated log; followers of old versions to truncate before fetching.
+
+use crate::broker::Broker;
+use strata_protocol::messages::offset_for_leader_epoch::{
+    EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult,
+};
+use strata_protocol::ErrorCode;
+
+/// Handles OffsetForLeaderEpoch.
+pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|op| {
+                    let mut r = EpochEndOffset {
+                        partition: op.partition,
+                        leader_epoch: -1,
+                        end_offset: -1,
+                        ..Default::default()
+                    };
+                    let p = match broker.leader_partition(&t.topic, op.partition) {
+                        Ok(p) => p,
+                        Err(code) => {
+                            r.error_code = code.code();
+                            return r;
+                        }
+                    };
+                    let epoch = p.leader_epoch();
+                    if op.current_leader_epoch >= 0 && op.current_leader_epoch != epoch {
+                        r.error_code = if op.current_leader_epoch > epoch {
+                            ErrorCode::UnknownLeaderEpoch
+                        } else {
+                            ErrorCode::FencedLeaderEpoch
+                        }
+                        .code();
+                        return r;
+                    }
+                    if let Some((found, end)) = p.log.end_offset_for_epoch(op.leader_epoch) {
+                        r.leader_epoch = found;
+                        r.end_offset = end;
+                    }
+                    r
+                })
+                .collect();
+            OffsetForLeaderTopicResult { topic: t.topic, partitions }
+        })
+        .collect();
+    OffsetForLeaderEpochResponse { topics, ..Default::default() }
+}

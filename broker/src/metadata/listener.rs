@@ -1,0 +1,74 @@
+//! Acting on metadata: every published image is applied to the hosted partitions
+//! (roles, creation, deletion), the replica fetchers are pointed at the new leaders,
+//! and the coordinators learn which of their partitions this broker now leads. Once the
+//! broker has applied the metadata up to its own registration it is ready to be
+//! unfenced.
+
+use crate::broker::Broker;
+use crate::lifecycle::Lifecycle;
+use crate::metadata::MetadataImage;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// Applies images as they are published, until the broker is gone.
+pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
+    let Some(b) = broker.upgrade() else { return };
+    let mut rx = b.metadata.subscribe();
+    drop(b);
+    let mut applied: Option<Arc<MetadataImage>> = None;
+    let mut applied_ready = false;
+    loop {
+        let Some(b) = broker.upgrade() else { return };
+        let image = b.metadata.current();
+        let epoch = b.broker_epoch();
+        let caught_up = epoch >= 0 && image.applied_index as i64 >= epoch;
+        let changed = applied.as_ref().is_none_or(|a| a.applied_index != image.applied_index);
+        if changed || (caught_up && !applied_ready) {
+            if let Some(id) = image.cluster_id.as_deref() {
+                if let Err(e) = b.adopt_cluster_id(id) {
+                    tracing::error!(error = %e, "this data directory belongs to another cluster; stopping");
+                    std::process::exit(1);
+                }
+            }
+            let previous = applied.clone();
+            let next = image.clone();
+            let broker2 = b.clone();
+            let changes = tokio::task::spawn_blocking(move || {
+                crate::replica::apply_image(
+                    &broker2.replicas,
+                    previous.as_deref(),
+                    &next,
+                    &broker2.config.topic_defaults,
+                    caught_up,
+                    crate::clock::now_ms(),
+                )
+            })
+            .await;
+            match changes {
+                Ok(changes) => {
+                    for (topic, index) in &changes.stop_fetching {
+                        b.fetchers.remove(topic, *index);
+                    }
+                    for (partition, leader) in changes.new_followers {
+                        b.fetchers.add(&b, partition, leader);
+                    }
+                    crate::coordinator_leadership::update(&b, &image);
+                    b.set_applied(image.applied_index);
+                }
+                Err(e) => tracing::error!(error = %e, "applying metadata panicked"),
+            }
+            applied = Some(image);
+            if caught_up && !applied_ready {
+                applied_ready = true;
+                lifecycle.set_ready();
+                tracing::info!(
+                    applied_index = applied.as_ref().map_or(0, |a| a.applied_index),
+                    "caught up with the metadata log"
+                );
+            }
+        }
+        drop(b);
+        // Also wake now and then: readiness depends on the broker epoch too.
+        let _ = tokio::time::timeout(Duration::from_millis(100), rx.changed()).await;
+    }
+}

@@ -1,0 +1,160 @@
+//! Partition roles, the high watermark and parked fetches, without sockets.
+
+use super::*;
+use crate::metadata::{PartitionRecord, TopicId};
+use bytes::Bytes;
+use std::time::Duration;
+use strata_protocol::records::{NewRecord, RecordBatchBuilder};
+use strata_storage::AppendOrigin;
+use tokio::sync::Notify;
+
+fn batch() -> Bytes {
+    let mut b = RecordBatchBuilder::new(0);
+    b.append(&NewRecord::new(1, None, Some(Bytes::from_static(b"v")))).expect("append");
+    b.build().expect("build")
+}
+
+/// Whether `waker` holds a wakeup: the notified future completes on its first poll.
+async fn woken(waker: &Notify) -> bool {
+    tokio::time::timeout(Duration::ZERO, waker.notified()).await.is_ok()
+}
+
+fn record(index: i32, replicas: &[i32], isr: &[i32], leader: i32, leader_epoch: i32) -> PartitionRecord {
+    PartitionRecord {
+        topic_id: TopicId(Uuid([7; 16])),
+        partition: index,
+        replicas: replicas.to_vec(),
+        isr: isr.to_vec(),
+        leader,
+        leader_epoch,
+        partition_epoch: leader_epoch,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    }
+}
+
+/// A replica manager for node 1 hosting `t-0` and `t-1`, led here with an ISR of one.
+fn replicas(dir: &std::path::Path) -> ReplicaManager {
+    let logs = LogManager::open(dir, LogConfig::default(), 0).expect("log manager");
+    let replicas = ReplicaManager::new(logs, 1);
+    for index in 0..2 {
+        let p = replicas.ensure("t", index, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+        assert!(p.make_leader(&record(index, &[1], &[1], 1, 0), 0));
+    }
+    replicas
+}
+
+#[tokio::test]
+async fn an_append_wakes_only_the_fetches_parked_on_its_partition() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replicas = replicas(dir.path());
+    let (p0, p1) = (replicas.get("t", 0).expect("p0"), replicas.get("t", 1).expect("p1"));
+    let (on_p0, on_p1, on_both) = (Arc::new(Notify::new()), Arc::new(Notify::new()), Arc::new(Notify::new()));
+    p0.park(&on_p0);
+    p1.park(&on_p1);
+    p0.park(&on_both);
+    p1.park(&on_both);
+    p0.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    assert!(woken(&on_p0).await, "parked on the partition appended to");
+    assert!(woken(&on_both).await, "parked on it among others");
+    assert!(!woken(&on_p1).await, "parked elsewhere: not woken");
+    // A wakeup is consumed: the next append needs a new registration.
+    p0.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    assert!(!woken(&on_p0).await, "not parked any more");
+    p1.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    assert!(woken(&on_p1).await);
+}
+
+#[tokio::test]
+async fn fetches_long_polling_an_idle_partition_do_not_pile_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replicas = replicas(dir.path());
+    let p = replicas.get("t", 0).expect("p0");
+    let live = Arc::new(Notify::new());
+    p.park(&live);
+    for _ in 0..10_000 {
+        let short_lived = Arc::new(Notify::new());
+        p.park(&short_lived);
+        p.park(&short_lived);
+    }
+    assert!(p.parked_len() <= 2 * parked::PARKED_PRUNE_MIN, "{} entries kept", p.parked_len());
+    p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    assert!(woken(&live).await, "a live fetch survives the pruning");
+    assert_eq!(p.parked_len(), 0);
+}
+
+#[tokio::test]
+async fn a_leader_alone_in_its_isr_commits_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replicas = replicas(dir.path());
+    let p = replicas.get("t", 0).expect("p0");
+    let info = p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    assert_eq!(p.high_watermark(), info.last_offset + 1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    assert_eq!(p.wait_for_high_watermark(info.last_offset, 0, deadline).await, Ok(()));
+}
+
+#[tokio::test]
+async fn the_high_watermark_waits_for_followers_and_a_follower_fetch_moves_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
+    let replicas = ReplicaManager::new(logs, 1);
+    let p = replicas.ensure("r", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    assert!(p.make_leader(&record(0, &[1, 2], &[1, 2], 1, 3), 0));
+    let info = p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    assert_eq!(p.high_watermark(), 0, "follower 2 has not fetched");
+    let waiter = {
+        let p = p.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            p.wait_for_high_watermark(info.last_offset, 3, deadline).await
+        })
+    };
+    let leo = p.log.log_end_offset();
+    let proposal = p.on_follower_fetch(2, leo, 9, leo, 10, |_, _| true);
+    assert!(proposal.is_none(), "2 is already in the ISR");
+    assert_eq!(p.high_watermark(), leo);
+    assert_eq!(waiter.await.expect("join"), Ok(()));
+}
+
+#[tokio::test]
+async fn losing_leadership_fails_waiting_produces_and_refuses_appends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
+    let replicas = ReplicaManager::new(logs, 1);
+    let p = replicas.ensure("r", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    p.make_leader(&record(0, &[1, 2], &[1, 2], 1, 3), 0);
+    let info = p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    let waiter = {
+        let p = p.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            p.wait_for_high_watermark(info.last_offset, 3, deadline).await
+        })
+    };
+    tokio::task::yield_now().await;
+    assert!(p.make_follower(&record(0, &[1, 2], &[2], 2, 4)));
+    assert_eq!(waiter.await.expect("join"), Err(WaitError::NotLeader));
+    assert!(matches!(p.append_as_leader(batch(), AppendOrigin::Client, 0), Err(AppendError::NotLeader)));
+    // A follower takes the leader's high watermark, bounded by its own log end.
+    p.update_follower_high_watermark(100);
+    assert_eq!(p.high_watermark(), p.log.log_end_offset());
+}
+
+#[tokio::test]
+async fn an_isr_shrink_is_proposed_and_committed_then_the_high_watermark_moves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
+    let replicas = ReplicaManager::new(logs, 1);
+    let p = replicas.ensure("r", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    p.make_leader(&record(0, &[1, 2], &[1, 2], 1, 3), 0);
+    p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    assert!(p.maybe_shrink_isr(10, 30_000).is_none());
+    let proposal = p.maybe_shrink_isr(40_000, 30_000).expect("shrink");
+    assert_eq!(proposal.new_isr, vec![(1, -1)]);
+    assert_eq!(p.high_watermark(), 0, "the removal is not committed yet");
+    assert!(p.maybe_shrink_isr(50_000, 30_000).is_none(), "one change in flight at a time");
+    p.isr_change_answered(3, Some((vec![1], 4)));
+    assert_eq!(p.isr_size(), 1);
+    assert_eq!(p.high_watermark(), p.log.log_end_offset());
+}

@@ -1,0 +1,305 @@
+//! Replica fetchers: one task per leader broker fetches, for every partition this
+//! broker follows there, the batches after its log end (Fetch v15 with `ReplicaState`,
+//! KIP-903), appends them as a follower, and takes the leader's high watermark and log
+//! start offset from the answer (Kafka's `ReplicaFetcherThread`).
+//!
+//! Every request carries `LastFetchedEpoch` (KIP-595 style divergence check, Fetch
+//! v12+): when the follower's log has a tail the leader does not, the leader answers
+//! with a `DivergingEpoch` instead of data, and the follower truncates
+//! ([`truncation_offset`]) before it fetches again. So a follower never appends after a
+//! diverged tail, and never serves one (followers serve no consumers).
+
+use crate::broker::Broker;
+use crate::net::PeerClient;
+use crate::replica::Partition;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use strata_protocol::messages::fetch::{
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData, ReplicaState,
+};
+use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
+use strata_storage::StorageError;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Fetch version used between brokers: topic ids and `ReplicaState` (KIP-903).
+const FETCH_VERSION: i16 = 15;
+
+/// A partition a fetcher fetches.
+#[derive(Debug, Clone)]
+struct Target {
+    partition: Arc<Partition>,
+    /// Skip the partition until then (after an error the metadata should resolve).
+    backoff_until: Option<Instant>,
+}
+
+type Key = (String, i32);
+
+/// One fetcher: the partitions it fetches from one leader, and how to wake it.
+#[derive(Debug)]
+struct Fetcher {
+    targets: Arc<Mutex<HashMap<Key, Target>>>,
+    wake: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// All fetchers of this broker, by leader node id.
+#[derive(Debug, Default)]
+pub struct FetcherManager {
+    fetchers: Mutex<HashMap<i32, Fetcher>>,
+}
+
+impl FetcherManager {
+    /// Fetches `partition` from `leader` from now on (and from no other leader).
+    pub fn add(&self, broker: &Arc<Broker>, partition: Arc<Partition>, leader: i32) {
+        let key: Key = (partition.topic.to_string(), partition.index);
+        let mut fetchers = self.fetchers.lock().unwrap_or_else(|p| p.into_inner());
+        for (id, f) in fetchers.iter() {
+            if *id != leader {
+                f.targets.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+            }
+        }
+        let fetcher = fetchers.entry(leader).or_insert_with(|| {
+            let targets = Arc::new(Mutex::new(HashMap::new()));
+            let wake = Arc::new(Notify::new());
+            let task = tokio::spawn(run(Arc::downgrade(broker), leader, targets.clone(), wake.clone()));
+            Fetcher { targets, wake, task }
+        });
+        fetcher
+            .targets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, Target { partition, backoff_until: None });
+        fetcher.wake.notify_one();
+    }
+
+    /// Stops fetching `topic`-`index` from anyone.
+    pub fn remove(&self, topic: &str, index: i32) {
+        let key: Key = (topic.to_string(), index);
+        let fetchers = self.fetchers.lock().unwrap_or_else(|p| p.into_inner());
+        for f in fetchers.values() {
+            f.targets.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        }
+    }
+
+    /// Number of partitions fetched (for tests and metrics).
+    pub fn partition_count(&self) -> usize {
+        let fetchers = self.fetchers.lock().unwrap_or_else(|p| p.into_inner());
+        fetchers.values().map(|f| f.targets.lock().unwrap_or_else(|p| p.into_inner()).len()).sum()
+    }
+
+    /// Stops every fetcher.
+    pub fn shutdown(&self) {
+        let mut fetchers = self.fetchers.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, f) in fetchers.drain() {
+            f.task.abort();
+        }
+    }
+}
+
+/// The fetch loop for one leader.
+async fn run(
+    broker: Weak<Broker>,
+    leader: i32,
+    targets: Arc<Mutex<HashMap<Key, Target>>>,
+    wake: Arc<Notify>,
+) {
+    let mut client: Option<PeerClient> = None;
+    loop {
+        let Some(b) = broker.upgrade() else { return };
+        let now = Instant::now();
+        let active: Vec<Target> = {
+            let t = targets.lock().unwrap_or_else(|p| p.into_inner());
+            t.values().filter(|t| t.backoff_until.is_none_or(|u| u <= now)).cloned().collect()
+        };
+        let backoff = Duration::from_millis(b.config.cluster.replica_fetch_backoff_ms.max(10));
+        if active.is_empty() {
+            drop(b);
+            let _ = tokio::time::timeout(backoff, wake.notified()).await;
+            continue;
+        }
+        let Some(addr) = b.inter_broker_address(leader) else {
+            drop(b);
+            tokio::time::sleep(backoff).await;
+            continue;
+        };
+        if client.as_ref().is_none_or(|c| c.addr() != addr) {
+            client = Some(PeerClient::new(addr, format!("strata-replica-fetcher-{}", b.config.node_id)));
+        }
+        let Some(c) = client.as_ref() else { continue };
+        let request = build_request(&b, &active);
+        let wait = Duration::from_millis(b.config.cluster.replica_fetch_wait_max_ms.max(0) as u64);
+        let timeout = wait + Duration::from_millis(b.config.cluster.replica_socket_timeout_ms);
+        drop(b);
+        match c.call(RequestBody::Fetch(request), FETCH_VERSION, timeout).await {
+            Ok(ResponseBody::Fetch(response)) => {
+                let Some(b) = broker.upgrade() else { return };
+                handle_response(&b, leader, &targets, &active, response);
+            }
+            Ok(other) => {
+                tracing::error!(leader, api = ?other.api_key(), "unexpected answer to a replica fetch")
+            }
+            Err(e) => {
+                tracing::debug!(leader, error = %e, "replica fetch failed; backing off");
+                tokio::time::sleep(backoff).await;
+            }
+        }
+    }
+}
+
+fn build_request(broker: &Broker, active: &[Target]) -> FetchRequest {
+    let c = &broker.config.cluster;
+    let mut by_topic: HashMap<strata_protocol::codec::Uuid, Vec<FetchPartition>> = HashMap::new();
+    for t in active {
+        let p = &t.partition;
+        by_topic.entry(p.topic_id).or_default().push(FetchPartition {
+            partition: p.index,
+            current_leader_epoch: p.leader_epoch(),
+            fetch_offset: p.log.log_end_offset(),
+            last_fetched_epoch: p.log.latest_epoch().unwrap_or(-1),
+            log_start_offset: p.log.log_start_offset(),
+            partition_max_bytes: c.replica_fetch_max_bytes,
+            ..Default::default()
+        });
+    }
+    FetchRequest {
+        replica_id: broker.config.node_id,
+        replica_state: ReplicaState {
+            replica_id: broker.config.node_id,
+            replica_epoch: broker.broker_epoch(),
+        },
+        max_wait_ms: c.replica_fetch_wait_max_ms,
+        min_bytes: c.replica_fetch_min_bytes,
+        max_bytes: c.replica_fetch_response_max_bytes,
+        isolation_level: 0,
+        session_id: 0,
+        session_epoch: -1,
+        topics: by_topic
+            .into_iter()
+            .map(|(topic_id, partitions)| FetchTopic { topic_id, partitions, ..Default::default() })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn handle_response(
+    broker: &Arc<Broker>,
+    leader: i32,
+    targets: &Mutex<HashMap<Key, Target>>,
+    active: &[Target],
+    response: FetchResponse,
+) {
+    let backoff = Duration::from_millis(broker.config.cluster.replica_fetch_backoff_ms.max(10));
+    if response.error_code != 0 {
+        tracing::warn!(leader, error = response.error_code, "replica fetch refused");
+        return;
+    }
+    for topic in response.responses {
+        for pd in topic.partitions {
+            let Some(target) = active
+                .iter()
+                .find(|t| t.partition.topic_id == topic.topic_id && t.partition.index == pd.partition_index)
+            else {
+                continue;
+            };
+            let p = &target.partition;
+            // The partition may have moved to another leader meanwhile.
+            if p.follower_of() != Some(leader) {
+                continue;
+            }
+            if let Err(code) = apply_partition(broker, p, pd) {
+                let delay = if code == ErrorCode::UnknownLeaderEpoch { backoff / 4 } else { backoff };
+                let key = (p.topic.to_string(), p.index);
+                if let Some(t) = targets.lock().unwrap_or_else(|x| x.into_inner()).get_mut(&key) {
+                    t.backoff_until = Some(Instant::now() + delay);
+                }
+            }
+        }
+    }
+}
+
+/// Applies one partition's answer: truncation on divergence, else the records, the
+/// high watermark and the log start offset. An error code means "back off this
+/// partition for a while" (the metadata will say what changed).
+fn apply_partition(broker: &Broker, p: &Partition, pd: PartitionData) -> Result<(), ErrorCode> {
+    match ErrorCode::from_code(pd.error_code).unwrap_or(ErrorCode::UnknownServerError) {
+        ErrorCode::None => {}
+        ErrorCode::OffsetOutOfRange => return out_of_range(p, pd.log_start_offset),
+        code => {
+            tracing::debug!(topic = %p.topic, partition = p.index, error = code.name(), "replica fetch error");
+            return Err(code);
+        }
+    }
+    if pd.diverging_epoch.epoch >= 0 || pd.diverging_epoch.end_offset >= 0 {
+        let offset = truncation_offset(p, pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset);
+        tracing::info!(
+            topic = %p.topic,
+            partition = p.index,
+            leader_epoch = pd.diverging_epoch.epoch,
+            leader_end_offset = pd.diverging_epoch.end_offset,
+            log_end_offset = p.log.log_end_offset(),
+            truncate_to = offset,
+            "log diverged from the leader's; truncating"
+        );
+        return p.truncate_to(offset).map_err(|e| storage_failure(p, &e));
+    }
+    if let Some(records) = pd.records.as_ref().and_then(|r| r.memory()).filter(|b| !b.is_empty()) {
+        match p.append_as_follower(records) {
+            Ok(_) => {}
+            Err(StorageError::UnexpectedAppendOffset { .. }) => {
+                // Our log end moved since the request (a truncation); fetch again.
+                return Ok(());
+            }
+            Err(e) => return Err(storage_failure(p, &e)),
+        }
+    }
+    p.update_follower_high_watermark(pd.high_watermark);
+    let leader_start = pd.log_start_offset;
+    if leader_start > p.log.log_start_offset() {
+        let upto = leader_start.min(p.log.log_end_offset());
+        if let Err(e) = broker.replicas.delete_records(p, upto) {
+            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot follow the leader's log start offset");
+        }
+    }
+    Ok(())
+}
+
+fn storage_failure(p: &Partition, e: &StorageError) -> ErrorCode {
+    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "follower log operation failed");
+    crate::errors::storage_error_code(e)
+}
+
+/// The leader no longer has our fetch offset: below its log start (retention ran while
+/// we were away) we restart our log at its start; above its end we truncate to it.
+fn out_of_range(p: &Partition, leader_log_start: i64) -> Result<(), ErrorCode> {
+    let leo = p.log.log_end_offset();
+    if leader_log_start >= 0 && leo < leader_log_start {
+        tracing::warn!(topic = %p.topic, partition = p.index, log_end_offset = leo, leader_log_start, "behind the leader's log start; restarting the log there");
+        return p.restart_log_at(leader_log_start).map_err(|e| storage_failure(p, &e));
+    }
+    Err(ErrorCode::OffsetOutOfRange)
+}
+
+/// Where to cut the follower's log given the leader's `(epoch, end_offset)` for our last
+/// fetched epoch (Kafka's `AbstractFetcherThread.getOffsetTruncationState`): the end of
+/// that epoch on both sides, never past our own log end.
+pub fn truncation_offset(p: &Partition, leader_epoch: i32, leader_end_offset: i64) -> i64 {
+    let leo = p.log.log_end_offset();
+    if leader_end_offset < 0 {
+        // The leader knows nothing at or below our epoch: keep what is committed.
+        return p.high_watermark().min(leo);
+    }
+    if leader_epoch < 0 {
+        return leader_end_offset.min(leo);
+    }
+    match p.log.end_offset_for_epoch(leader_epoch) {
+        Some((epoch, end)) if epoch >= 0 && epoch != leader_epoch => {
+            // We do not have the leader's epoch: cut to the end of our largest epoch
+            // below it; the next fetch checks again from there.
+            end.min(leo)
+        }
+        Some((epoch, end)) if epoch >= 0 => end.min(leader_end_offset).min(leo),
+        _ => leader_end_offset.min(leo),
+    }
+}
