@@ -291,16 +291,26 @@ impl Broker {
         let me = self.config.node_id;
         loop {
             let image = self.metadata.current();
-            let ready = names.iter().all(|n| {
-                image.topic(n).is_some_and(|t| {
-                    t.partitions
-                        .iter()
-                        .filter(|p| p.leader == me)
-                        .all(|p| self.replicas.get(n, p.partition).is_some_and(|x| x.is_leader()))
-                })
-            });
-            if ready || tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
-                return self.metadata.current();
+            let shown = names.iter().all(|n| image.topic(n).is_some());
+            // Applied here (partitions hosted, coordinators told) up to an image showing them.
+            let applied = shown && *rx.borrow_and_update() >= image.applied_index;
+            let ready = applied
+                && names.iter().all(|n| {
+                    image.topic(n).is_some_and(|t| {
+                        t.partitions
+                            .iter()
+                            .filter(|p| p.leader == me)
+                            .all(|p| self.replicas.get(n, p.partition).is_some_and(|x| x.is_leader()))
+                    })
+                });
+            if ready {
+                return image;
+            }
+            let mut changes = self.metadata.subscribe();
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => return self.metadata.current(),
+                _ = rx.changed() => {}
+                _ = changes.changed() => {}
             }
         }
     }

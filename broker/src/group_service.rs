@@ -161,6 +161,9 @@ impl GroupService {
     /// Creates `__consumer_offsets` through the controller if it does not exist yet.
     pub async fn ensure_topic(&self) -> Result<(), ErrorCode> {
         let broker = self.broker.upgrade().ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        if broker.metadata.current().topic(CONSUMER_OFFSETS).is_some() {
+            return Ok(());
+        }
         let rf = broker.config.cluster.offsets_topic_replication_factor;
         internal_topics::ensure_coordinator_topic(
             &broker,
@@ -280,7 +283,10 @@ impl Task {
 
     /// Loads the partitions newly led (or led in a new epoch) and unloads those lost.
     fn leadership(&mut self, broker: &Arc<Broker>, led: BTreeMap<i32, i32>, partitions: i32) {
-        if self.owned.is_empty() && partitions != self.coordinator.config().offsets_topic_num_partitions {
+        if partitions > 0
+            && self.owned.is_empty()
+            && partitions != self.coordinator.config().offsets_topic_num_partitions
+        {
             // The topic exists with another partition count than configured: hash over it.
             let config =
                 GroupConfig { offsets_topic_num_partitions: partitions, ..self.coordinator.config().clone() };

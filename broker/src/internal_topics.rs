@@ -66,7 +66,7 @@ pub async fn ensure_coordinator_topic(
         }
         Ok(_) | Err(_) => return Err(ErrorCode::CoordinatorNotAvailable),
     }
-    let image = broker.metadata.wait_for(Duration::from_secs(5), |i| i.topic(name).is_some()).await;
+    let image = broker.await_topics_applied(&[name.to_string()], Duration::from_secs(5)).await;
     if image.topic(name).is_some() {
         Ok(())
     } else {

@@ -28,6 +28,10 @@ pub struct Lifecycle {
     may_exit: watch::Sender<bool>,
     /// Fenced as the controller last said.
     fenced: AtomicBool,
+    /// Becomes true the first time the controller unfences the broker: client listeners
+    /// start accepting then (connections wait in the backlog before), as Kafka's broker
+    /// enables request processing once it is unfenced.
+    unfenced_once: watch::Sender<bool>,
 }
 
 impl Lifecycle {
@@ -41,6 +45,12 @@ impl Lifecycle {
     /// True once ready.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    /// Waits until the controller has unfenced the broker once.
+    pub async fn wait_unfenced_once(&self) {
+        let mut rx = self.unfenced_once.subscribe();
+        let _ = rx.wait_for(|u| *u).await;
     }
 
     /// True while the controller considers the broker fenced.
@@ -128,6 +138,9 @@ async fn heartbeat_until_stale(broker: &Weak<Broker>, lifecycle: &Lifecycle) -> 
                     let was = lifecycle.fenced.swap(r.is_fenced, Ordering::AcqRel);
                     if was != r.is_fenced {
                         tracing::info!(fenced = r.is_fenced, "controller changed this broker's fencing");
+                    }
+                    if !r.is_fenced {
+                        lifecycle.unfenced_once.send_if_modified(|u| !std::mem::replace(u, true));
                     }
                     if r.should_shut_down {
                         lifecycle.may_exit.send_replace(true);

@@ -89,7 +89,9 @@ fn clean_filthiest(broker: &Broker, cleaner: &mut Cleaner) -> bool {
                     best = Some((info.dirty_ratio, p));
                 }
             }
-            Ok(_) => {}
+            Ok(info) => {
+                tracing::trace!(topic = %p.topic, partition = p.index, ?info, lso = p.last_stable_offset(), hw = p.high_watermark(), leo = p.log.log_end_offset(), "not due for cleaning");
+            }
             Err(e) => {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot inspect log for cleaning")
             }

@@ -77,6 +77,7 @@ pub async fn start(broker: Arc<Broker>) -> Result<RunningServer, StartError> {
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut local_addrs = Vec::new();
     let mut tasks = Vec::new();
+    let lifecycle = Arc::new(Lifecycle::default());
     for listener in &broker.config.listeners {
         let io = |e: std::io::Error| StartError::DataDir {
             path: format!("listener {}", listener.name).into(),
@@ -95,11 +96,15 @@ pub async fn start(broker: Arc<Broker>) -> Result<RunningServer, StartError> {
         tracing::info!(listener = %listener.name, address = %local, ?kind, "listening");
         local_addrs.push(local);
         broker.set_bound_port(&listener.name, local.port());
+        // Client listeners accept once the broker is unfenced (connections wait in the
+        // backlog until then), as Kafka enables request processing after unfencing.
+        let gate = (kind == ListenerKind::Broker).then(|| lifecycle.clone());
         tasks.push(tokio::spawn(accept_loop(
             broker.clone(),
             socket,
             kind,
             listener.name.clone(),
+            gate,
             shutdown_rx.clone(),
         )));
     }
@@ -109,7 +114,6 @@ pub async fn start(broker: Arc<Broker>) -> Result<RunningServer, StartError> {
         tasks.push(tokio::spawn(crate::controller::follower::run(Arc::downgrade(&broker))));
         None
     };
-    let lifecycle = Arc::new(Lifecycle::default());
     let weak = Arc::downgrade(&broker);
     tasks.push(tokio::spawn(crate::lifecycle::run(weak.clone(), lifecycle.clone())));
     tasks.push(tokio::spawn(crate::metadata::listener::run(weak.clone(), lifecycle.clone())));
@@ -127,8 +131,16 @@ async fn accept_loop(
     socket: TcpListener,
     kind: ListenerKind,
     listener: String,
+    gate: Option<Arc<Lifecycle>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    if let Some(lifecycle) = gate {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = lifecycle.wait_unfenced_once() => {}
+        }
+        tracing::info!(listener = %listener, "unfenced: accepting client connections");
+    }
     let listener: Arc<str> = Arc::from(listener);
     loop {
         tokio::select! {

@@ -189,3 +189,32 @@ fn passed_delete_horizons_bring_the_cleaner_back_without_new_writes() {
     let data: Vec<RecordBatch> = all_batches(&log).into_iter().filter(|b| !b.is_control()).collect();
     assert_eq!(records(&data), latest(&model, false));
 }
+
+#[test]
+fn a_cleaning_that_drops_a_transactions_data_comes_back_for_its_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), compact_config(), true);
+    let mut model = Vec::new();
+    // The first transaction's data goes entirely (aborted, and not the producer's last
+    // batch); the second's stays (the latest value of its key).
+    txn(&log, 0, &[("a", Some("aborted"))], false);
+    txn(&log, 1, &[("b", Some("committed"))], true);
+    dirty_and_clean(&log, &mut model, 100);
+    assert_eq!(control_batches(&log).len(), 2, "the markers stay: their data was read");
+
+    // Nothing new is written, yet the cleaner is due again to stamp the first marker...
+    let mut cleaner = cleaner();
+    let stats = cleaner.clean(&log, 150, i64::MAX).unwrap();
+    assert_eq!(stats.outcome, CleanOutcome::Cleaned, "{:?}", stats.info);
+    assert_eq!(stats.info.unwrap().dirty_bytes, 0);
+    // ... and, once its horizon passed, to remove it; the COMMIT marker of data that
+    // stays stays.
+    let mut removed = 0;
+    for now in (200..=5_000).step_by(100) {
+        removed += cleaner.clean(&log, now, i64::MAX).unwrap().markers_removed;
+    }
+    assert_eq!(removed, 1);
+    let left = control_batches(&log);
+    assert_eq!(left.len(), 1);
+    assert!(strata_protocol::records::EndTxnMarker::from_batch(&left[0]).unwrap().unwrap().is_commit());
+}

@@ -21,6 +21,12 @@ pub async fn handle(
     peer: SocketAddr,
     body: RequestBody,
 ) -> Option<ResponseBody> {
+    // Clients that skip FindCoordinator still get a coordinator: create the topic on the
+    // first group request, as FindCoordinator would (the answer may then still be
+    // NOT_COORDINATOR if another broker leads the group's partition).
+    if let Err(code) = broker.groups().ensure_topic().await {
+        tracing::debug!(error = code.name(), "__consumer_offsets not available yet");
+    }
     let request = match body {
         RequestBody::JoinGroup(r) => GroupRequest::Join(r),
         RequestBody::SyncGroup(r) => GroupRequest::Sync(r),

@@ -33,6 +33,10 @@ pub async fn coordinator(broker: &Arc<Broker>, version: i16, body: RequestBody) 
         RequestBody::ListTransactions(r) => TxnRequest::List(r),
         _ => return None,
     };
+    // As for groups: a client that skips FindCoordinator still gets a coordinator.
+    if let Err(code) = broker.transactions().ensure_topic().await {
+        tracing::debug!(error = code.name(), "__transaction_state not available yet");
+    }
     let meta = RequestMeta { token: next_token(), api_version: version };
     broker.transactions().call(meta, request).await
 }

@@ -170,6 +170,9 @@ impl TxnService {
     /// Creates `__transaction_state` through the controller if it does not exist yet.
     pub async fn ensure_topic(&self) -> Result<(), ErrorCode> {
         let broker = self.broker.upgrade().ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        if broker.metadata.current().topic(TRANSACTION_STATE).is_some() {
+            return Ok(());
+        }
         let c = &broker.config.cluster;
         internal_topics::ensure_coordinator_topic(
             &broker,

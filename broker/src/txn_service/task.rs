@@ -102,7 +102,8 @@ impl Task {
 
     /// Loads the partitions newly led (or led in a new epoch) and unloads those lost.
     fn leadership(&mut self, broker: &Arc<Broker>, led: BTreeMap<i32, i32>, partitions: i32) {
-        if self.owned.is_empty()
+        if partitions > 0
+            && self.owned.is_empty()
             && partitions != self.coordinator.config().transaction_state_log_num_partitions
         {
             tracing::warn!(

@@ -199,6 +199,22 @@ fn decide(
     buffers: &mut RewriteBuffers,
     stats: &mut CleanStats,
 ) -> Decision {
+    let decision = decide_batch(ctx, batch, ends_group, txns, buffers, stats);
+    if batch.is_transactional() && !batch.is_control() && !matches!(decision, Decision::Drop) {
+        txns.data_kept(batch.producer_id());
+    }
+    decision
+}
+
+/// [`decide`] before the transaction tracker learns what stays.
+fn decide_batch(
+    ctx: &RewriteContext<'_>,
+    batch: &RecordBatch,
+    ends_group: bool,
+    txns: &mut TxnTracker,
+    buffers: &mut RewriteBuffers,
+    stats: &mut CleanStats,
+) -> Decision {
     let horizon = batch.has_delete_horizon().then(|| batch.base_timestamp());
     if batch.is_control() {
         return decide_marker(ctx, batch, ends_group, horizon, txns, buffers, stats);
@@ -271,7 +287,14 @@ fn decide_marker(
     buffers: &mut RewriteBuffers,
     stats: &mut CleanStats,
 ) -> Decision {
+    let data_dropped = txns.data_all_dropped(batch.producer_id());
     if !txns.on_control(batch) {
+        if data_dropped {
+            // Its data is gone now, so the next cleaning may stamp it: come back then
+            // rather than wait for new dirty data that may never come.
+            stats.pending_horizon_ms =
+                Some(stats.pending_horizon_ms.map_or(ctx.now_ms, |p| p.min(ctx.now_ms)));
+        }
         return Decision::Copy;
     }
     match horizon {

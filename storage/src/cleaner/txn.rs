@@ -41,6 +41,9 @@ pub(super) struct TxnTracker {
     committed: HashSet<i64>,
     /// ABORT markers kept, for the cleaned segment's transaction index.
     retained: Vec<AbortedTxn>,
+    /// Producers of the transactions in progress with a data batch left in the cleaned
+    /// log (kept whole, rewritten or emptied) in this cleaning.
+    kept_data: HashSet<i64>,
 }
 
 impl TxnTracker {
@@ -84,12 +87,27 @@ impl TxnTracker {
         }
     }
 
+    /// A data batch of the transaction in progress of `producer_id` stays in the cleaned
+    /// log (kept, rewritten or emptied).
+    pub(super) fn data_kept(&mut self, producer_id: i64) {
+        self.kept_data.insert(producer_id);
+    }
+
+    /// True if this cleaning read data of `producer_id`'s transaction in progress and
+    /// dropped all of it: its marker, not removable now, will be the next time.
+    pub(super) fn data_all_dropped(&self, producer_id: i64) -> bool {
+        let read = self.committed.contains(&producer_id)
+            || self.aborted.get(&producer_id).is_some_and(|a| a.observed);
+        read && !self.kept_data.contains(&producer_id)
+    }
+
     /// A control batch read in order: true if it may be removed (no batch of its
     /// transaction was read in this cleaning). An ABORT marker that must stay is recorded
     /// for the cleaned segment's transaction index.
     pub(super) fn on_control(&mut self, batch: &RecordBatch) -> bool {
         self.reach(batch.last_offset());
         let producer_id = batch.producer_id();
+        self.kept_data.remove(&producer_id);
         match EndTxnMarker::from_batch(batch) {
             Ok(Some(marker)) if marker.is_commit() => !self.committed.remove(&producer_id),
             Ok(Some(_)) => match self.aborted.remove(&producer_id) {
