@@ -95,6 +95,17 @@ class Broker:
         return cmd
 
     def start(self, ready_timeout: float = READY_TIMEOUT_S) -> "Broker":
+        self.spawn()
+        try:
+            self.wait_ready(ready_timeout)
+        except Exception:
+            self.kill()
+            raise
+        return self
+
+    def spawn(self) -> "Broker":
+        """Starts the process without waiting for it to serve (a cluster node needs the other
+        voters up before its client listener accepts)."""
         assert self.proc is None, "broker already running"
         cmd = self.command()
         self.starts += 1
@@ -105,14 +116,11 @@ class Broker:
             log.flush()
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                          cwd=self.workdir, env={**os.environ, "RUST_BACKTRACE": "1", "NO_COLOR": "1"})
-        try:
-            self.wait_ready(ready_timeout)
-        except Exception:
-            self.kill()
-            raise
         return self
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S, brokers: int = 1) -> None:
+        """Waits until the broker answers ApiVersions and a real client's Metadata call lists at
+        least `brokers` brokers."""
         deadline = time.monotonic() + timeout
 
         def answers_api_versions():
@@ -128,7 +136,7 @@ class Broker:
         def metadata_ok():
             self.assert_alive()
             md = admin.list_topics(timeout=2)
-            return len(md.brokers) >= 1
+            return len(md.brokers) >= brokers
 
         wait_until(metadata_ok, max(1.0, deadline - time.monotonic()), "a Metadata answer from strata")
 

@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker import Broker  # noqa: E402
+from cluster import Cluster  # noqa: E402
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -31,6 +32,9 @@ def pytest_runtest_makereport(item, call):
         brokers += [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, Broker) and v not in brokers]
         for i, b in enumerate(brokers):
             rep.sections.append((f"strata log #{i} ({b.workdir})", b.log_tail(400)))
+        for c in getattr(item, "_strata_clusters", []):
+            for name, tail in c.log_tails(200):
+                rep.sections.append((f"cluster {name} log", tail))
 
 
 @pytest.fixture(scope="session")
@@ -97,3 +101,31 @@ def module_broker(tmp_path_factory, strata_starts) -> Broker:
         b.stop()
     else:
         b.kill()
+
+
+@pytest.fixture
+def cluster_factory(request, tmp_path, strata_starts):
+    """`cluster_factory(size=3, overrides=None, proxies=False)`: a cluster of real strata processes
+    (see cluster.py), started; every node is stopped with SIGTERM at the end of the test, which
+    also checks that each exits cleanly."""
+    if strata_starts is not None:
+        pytest.fail(f"strata could not start a default single-node broker: {strata_starts}", pytrace=False)
+    made: list[Cluster] = []
+    request.node._strata_clusters = made
+
+    def make(size: int = 3, overrides: dict[str, str] | None = None, proxies: bool = False,
+             start: bool = True) -> Cluster:
+        c = Cluster(tmp_path / f"cluster{len(made)}", size, overrides, proxies)
+        made.append(c)
+        if start:
+            c.start()
+        return c
+
+    yield make
+
+    errors = []
+    for c in made:
+        errors += c.stop_all()
+    call_rep = getattr(request.node, "rep_call", None)
+    if errors and call_rep is not None and call_rep.passed:
+        pytest.fail("clean shutdown failed: " + "; ".join(errors))

@@ -46,7 +46,7 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<MetadataQuorum>, StartErr
         c.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect();
     let root = c.metadata_log_dir.clone().unwrap_or_else(|| config.data_dir().to_path_buf());
     let dir = root.join(format!("{}0", strata_storage::METADATA_LOG_PREFIX));
-    let transport = Arc::new(transport::PeerRaftTransport::new(config.node_id));
+    let transport = Arc::new(transport::PeerRaftTransport::new(config.node_id, &voters));
     let quorum = MetadataQuorum::start(config.node_id, voters, &dir, c, broker.metadata.clone(), transport)
         .await
         .map_err(|e| StartError::Quorum(e.to_string()))?;
@@ -71,6 +71,7 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<MetadataQuorum>, StartErr
         bootstrap_records,
         imported_store: Some(config.data_dir().to_path_buf()),
         tick: Duration::from_millis((c.broker_session_timeout_ms / 8).clamp(20, 500)),
+        stale_after: service::stale_after(c),
         leader_rebalance_every: c
             .auto_leader_rebalance_enable
             .then(|| Duration::from_millis(c.leader_imbalance_check_interval_ms)),

@@ -38,6 +38,14 @@ pub struct ServiceConfig {
     pub tick: Duration,
     /// `auto.leader.rebalance.enable` and its interval.
     pub leader_rebalance_every: Option<Duration>,
+    /// How long without a quorum's acknowledgement a leader keeps acting.
+    pub stale_after: Duration,
+}
+
+/// How long a leader may go without a quorum's acknowledgement before it stops acting
+/// as the controller: about an election timeout, after which the others elect a new one.
+pub fn stale_after(config: &crate::config::cluster::ClusterConfig) -> Duration {
+    Duration::from_millis(config.quorum_fetch_timeout_ms.max(config.quorum_election_timeout_ms))
 }
 
 struct Call {
@@ -52,6 +60,7 @@ pub struct ControllerService {
     tx: mpsc::Sender<Call>,
     quorum: Arc<MetadataQuorum>,
     cache: Arc<MetadataCache>,
+    stale_after: Duration,
 }
 
 impl std::fmt::Debug for ControllerService {
@@ -69,6 +78,7 @@ impl ControllerService {
         config: ServiceConfig,
     ) -> ControllerService {
         let (tx, rx) = mpsc::channel(1024);
+        let stale_after = config.stale_after;
         let task = Task {
             quorum: quorum.clone(),
             cache: cache.clone(),
@@ -78,17 +88,23 @@ impl ControllerService {
             next_rebalance: None,
         };
         tokio::spawn(task.run(rx));
-        ControllerService { tx, quorum, cache }
+        ControllerService { tx, quorum, cache, stale_after }
     }
 
-    /// True while this voter is the active controller.
+    /// True while this voter is the active controller (Raft leader with a quorum that
+    /// acknowledged it recently).
     pub fn is_active(&self) -> bool {
-        self.quorum.is_leader()
+        self.quorum.is_leader_with_quorum(self.stale_after)
     }
 
-    /// The active controller as this voter knows it.
+    /// The active controller as this voter knows it (not itself while cut off from the
+    /// quorum).
     pub fn leader(&self) -> Option<i32> {
-        self.quorum.leader()
+        let leader = self.quorum.leader();
+        if self.quorum.is_leader() && !self.is_active() {
+            return None;
+        }
+        leader
     }
 
     /// The quorum, for the Raft RPCs and DescribeQuorum.
@@ -159,7 +175,7 @@ impl Task {
     /// id and bootstrap topics if the log has none, and starts every broker's session
     /// afresh.
     async fn check_leadership(&mut self) {
-        let leading = self.quorum.is_leader();
+        let leading = self.quorum.is_leader_with_quorum(self.config.stale_after);
         if leading == self.active {
             return;
         }

@@ -5,37 +5,34 @@
 use super::raft::{RaftTransport, RpcKind, TransportError};
 use crate::net::{NetError, PeerClient};
 use bytes::Bytes;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::strata_raft::StrataRaftRequest;
 use strata_protocol::{RequestBody, ResponseBody};
 
-/// Connections to the other voters, one per voter.
+/// Connections to the other voters, one per voter, at the addresses this node's
+/// `controller.quorum.voters` gives them (the Raft membership only names voters, so
+/// each node may reach the others at addresses of its own, a proxy's for instance).
 #[derive(Debug)]
 pub struct PeerRaftTransport {
-    node_id: i32,
-    clients: Mutex<HashMap<u64, Arc<PeerClient>>>,
+    clients: HashMap<u64, Arc<PeerClient>>,
 }
 
 impl PeerRaftTransport {
-    /// A transport for voter `node_id`.
-    pub fn new(node_id: i32) -> PeerRaftTransport {
-        PeerRaftTransport { node_id, clients: Mutex::new(HashMap::new()) }
-    }
-
-    fn client(&self, target: u64, addr: &str) -> Arc<PeerClient> {
-        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = clients.entry(target).or_insert_with(|| {
-            Arc::new(PeerClient::new(addr.to_string(), format!("strata-controller-{}", self.node_id)))
-        });
-        if entry.addr() != addr {
-            *entry =
-                Arc::new(PeerClient::new(addr.to_string(), format!("strata-controller-{}", self.node_id)));
-        }
-        entry.clone()
+    /// A transport for voter `node_id` to `voters` (id → "host:port").
+    pub fn new(node_id: i32, voters: &BTreeMap<i32, String>) -> PeerRaftTransport {
+        let clients = voters
+            .iter()
+            .filter(|(id, _)| **id != node_id)
+            .map(|(id, addr)| {
+                let client = PeerClient::new(addr.clone(), format!("strata-controller-{node_id}"));
+                (*id as u64, Arc::new(client))
+            })
+            .collect();
+        PeerRaftTransport { clients }
     }
 }
 
@@ -48,9 +45,16 @@ impl RaftTransport for PeerRaftTransport {
         payload: Bytes,
         timeout: Duration,
     ) -> Pin<Box<dyn Future<Output = Result<Bytes, TransportError>> + Send + '_>> {
-        let client = self.client(target, addr);
-        let addr = addr.to_string();
+        let client = self.clients.get(&target).cloned();
+        let addr = client.as_ref().map_or_else(|| addr.to_string(), |c| c.addr().to_string());
         Box::pin(async move {
+            let Some(client) = client else {
+                return Err(TransportError::Unreachable {
+                    target,
+                    addr,
+                    reason: "not a configured voter".into(),
+                });
+            };
             let request = RequestBody::StrataRaft(StrataRaftRequest { kind: kind as i8, payload });
             match client.call(request, 0, timeout).await {
                 Ok(ResponseBody::StrataRaft(r)) if r.error_code == 0 => Ok(r.payload),

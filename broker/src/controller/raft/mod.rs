@@ -241,9 +241,12 @@ impl MetadataQuorum {
             return Err(QuorumError::NotAVoter { node_id, voters: voters.keys().copied().collect() });
         }
         let mut members = BTreeMap::new();
-        for (voter, addr) in &voters {
+        // The membership names voters only: every voter initialises the same one, and
+        // the transport resolves addresses from its own `controller.quorum.voters`
+        // (each node may reach the others at addresses of its own, through a proxy).
+        for voter in voters.keys() {
             let voter_id = u64::try_from(*voter).map_err(|_| QuorumError::InvalidNodeId(*voter))?;
-            members.insert(voter_id, BasicNode::new(addr));
+            members.insert(voter_id, BasicNode::new(format!("voter-{voter}")));
         }
         let raft_config = Arc::new(raft_config(config)?);
         let owned_dir = dir.to_path_buf();
@@ -317,6 +320,19 @@ impl MetadataQuorum {
     /// time out. [`QuorumStatus::millis_since_quorum_ack`] tells how stale it may be.
     pub fn is_leader(&self) -> bool {
         self.raft.metrics().borrow().state == ServerState::Leader
+    }
+
+    /// True while this node is the leader and a quorum acknowledged it within
+    /// `max_stale` (a single voter is its own quorum): the check-quorum openraft 0.9
+    /// lacks, so a leader cut off from the majority stops acting as the controller and
+    /// callers look for the new one.
+    pub fn is_leader_with_quorum(&self, max_stale: Duration) -> bool {
+        let m = self.raft.metrics().borrow().clone();
+        if m.state != ServerState::Leader {
+            return false;
+        }
+        let voters = m.membership_config.membership().voter_ids().count();
+        voters <= 1 || m.millis_since_quorum_ack.is_some_and(|ms| ms <= max_stale.as_millis() as u64)
     }
 
     /// Follows the leader as this node knows it, so the controller task notices when it

@@ -1,0 +1,259 @@
+"""Replication on a 3-node cluster of real strata processes (see cluster.py), driven by real
+clients. Proves:
+
+- a cluster forms from three configurations on empty directories with no format step, agrees on
+  one cluster id, and serves RF 3 topics to librdkafka, kafka-python and kafkajs with acks=all;
+- SIGKILL of a partition leader during continuous idempotent acks=all produce (RF 3,
+  min.insync.replicas=2) loses and duplicates no acknowledged record and keeps per-partition
+  order (history checker, drained); the killed broker restarts, truncates what it must, catches
+  up and is back in every ISR;
+- a killed follower leaves the ISR: acks=all with min.insync.replicas=2 on RF 2 is refused with
+  NOT_ENOUGH_REPLICAS while acks=1 still works; after its restart the ISR is whole again;
+- a leader cut off from the other brokers (fault proxies on the inter-broker and controller
+  listeners) acknowledges no acks=all write it could not replicate, and after healing nothing
+  acknowledged is lost (the old leader truncates its unreplicated tail);
+- the controller quorum that lost its majority makes progress again once the voters restart;
+- SIGTERM is a controlled shutdown: leadership moves away before the broker exits, so a producer
+  sees no error; preferred leader election (ElectLeaders) moves it back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import history
+import util
+from groups_util import PacedProducer
+from txn_util import read_topic
+from util import wait_until
+
+PARTS = 3
+
+
+def create(bootstrap: str, topic: str, partitions: int = PARTS, rf: int = 3, config: dict | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    fs = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=rf,
+                                       config=config or {})], operation_timeout=30)
+    for f in fs.values():
+        f.result(30)
+
+
+def assert_drained(bootstrap: str, topic: str, sends: list[history.Send], what: str) -> history.Report:
+    polls = [history.Poll("reader", r.partition, r.offset, r.value)
+             for r in read_topic(bootstrap, topic, PARTS, read_committed=False, timeout=60)]
+    report = history.check(sends, polls, drained=True)
+    report.assert_ok(what)
+    return report
+
+
+@pytest.mark.timeout(180)
+def test_a_cluster_forms_without_a_format_step_and_serves_rf3_to_every_client(cluster_factory, tmp_path):
+    c = cluster_factory()
+    md = c.metadata()
+    assert sorted(md.brokers) == [0, 1, 2]
+    ids = {c.metadata(via=i).cluster_id for i in range(3)}
+    assert len(ids) == 1 and None not in ids, f"nodes disagree on the cluster id: {ids}"
+    for i in range(3):
+        props = (c.nodes[i].data_dir / "meta.properties").read_text()
+        assert f"cluster.id={md.cluster_id}" in props, props
+
+    for lib in ("confluent", "kafka-python", "kafkajs"):
+        topic = util.unique_topic(f"rf3-{lib}")
+        create(c.bootstrap, topic, partitions=1)
+        p = c.partition(topic, 0)
+        assert sorted(p.replicas) == [0, 1, 2] and sorted(p.isrs) == [0, 1, 2], (p.replicas, p.isrs)
+        recs = util.make_records(300, lib)
+        if lib == "confluent":
+            util.confluent_produce(c.bootstrap, topic, recs, acks="all")
+            got = util.confluent_read(c.bootstrap, topic, 0, len(recs))
+        elif lib == "kafka-python":
+            util.kafka_python_produce(c.bootstrap, topic, recs)
+            got = util.kafka_python_read(c.bootstrap, topic, 0, len(recs))
+        else:
+            util.kafkajs_produce(c.bootstrap, topic, recs, tmp_path, acks=-1)
+            got = util.kafkajs_read(c.bootstrap, topic, 0, len(recs), tmp_path)
+        util.assert_records(recs, got, check_headers=lib != "kafka-python")
+        # Every replica has them: each broker's view of the high watermark (what a follower
+        # learns from its fetches) reaches the end.
+        for node in range(3):
+            low, high = util.watermarks(c.nodes[node].bootstrap, topic, 0)
+            assert high == len(recs), f"node {node} sees high watermark {high}"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("victim", ["leader", "controller"])
+def test_leader_sigkill_under_idempotent_acks_all_loses_nothing(cluster_factory, victim):
+    c = cluster_factory()
+    topic = util.unique_topic("kill-leader")
+    create(c.bootstrap, topic, config={"min.insync.replicas": "2"})
+    prod = PacedProducer(c.bootstrap, topic, PARTS, rate=400, tag="k")
+    try:
+        prod.wait_acked(1000, 60)
+        if victim == "leader":
+            dead = c.partition(topic, 0).leader
+        else:
+            dead = c.metadata().controller_id
+        c.kill(dead)
+        new_leader = c.wait_leader(topic, 0, not_in={dead})
+        prod.wait_acked(len(prod.acks) + 1000, 60)
+        c.start_node(dead)
+        for p in range(PARTS):
+            c.wait_isr(topic, p, {0, 1, 2})
+        prod.wait_acked(len(prod.acks) + 500, 60)
+        sends = prod.stop(60)
+    finally:
+        prod.close()
+    assert_drained(c.bootstrap, topic, sends, f"after SIGKILL of node {dead} ({victim})")
+    assert len(sends) >= 2500 and new_leader != dead
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_follower_leaves_the_isr_and_min_isr_refuses_acks_all(cluster_factory):
+    c = cluster_factory()
+    topic = util.unique_topic("min-isr")
+    create(c.bootstrap, topic, partitions=1, rf=2, config={"min.insync.replicas": "2"})
+    p = c.partition(topic, 0)
+    leader, follower = p.leader, next(r for r in p.replicas if r != p.leader)
+    recs = util.make_records(50, "before")
+    util.confluent_produce(c.bootstrap, topic, recs, acks="all")
+    c.kill(follower)
+    c.wait_isr(topic, 0, {leader})
+
+    def send(acks: str) -> KafkaError | None:
+        errors: list = []
+        prod = Producer({"bootstrap.servers": c.live_bootstrap(), "acks": acks, "retries": 0,
+                         "message.timeout.ms": 10_000, "log_level": 0})
+        prod.produce(topic, b"v", partition=0, on_delivery=lambda err, _m: errors.append(err))
+        prod.flush(15)
+        assert errors, "no delivery report"
+        return errors[0]
+
+    err = send("all")
+    assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, f"acks=all got {err}"
+    assert send("1") is None, "acks=1 must still succeed with one in-sync replica"
+    c.start_node(follower)
+    c.wait_isr(topic, 0, {leader, follower})
+    assert send("all") is None, "acks=all works again once the ISR is whole"
+    low, high = util.watermarks(c.bootstrap, topic, 0)
+    assert high == len(recs) + 2
+
+
+@pytest.mark.timeout(240)
+def test_an_isolated_leader_acknowledges_nothing_it_cannot_replicate(cluster_factory):
+    c = cluster_factory(proxies=True)
+    topic = util.unique_topic("isolated")
+    create(c.bootstrap, topic, partitions=1, config={"min.insync.replicas": "2"})
+    old = c.partition(topic, 0).leader
+    others = [i for i in range(3) if i != old]
+    sends: list[history.Send] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def produce(bootstrap: str, tag: str):
+        # Not idempotent and no retries: each value is sent once, so whatever the log holds
+        # twice or loses is the broker's doing.
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0, "linger.ms": 5,
+                      "message.timeout.ms": 8000, "request.timeout.ms": 6000, "log_level": 0})
+        n = 0
+
+        def cb(value):
+            def done(err, msg):
+                with lock:
+                    if err is None:
+                        sends.append(history.Send(value, msg.partition(), msg.offset(), producer=tag))
+                    else:
+                        sends.append(history.Send(value, status=history.INFO, producer=tag))
+            return done
+
+        while not stop.is_set():
+            value = f"{tag}-{n}"
+            try:
+                p.produce(topic, value.encode(), partition=0, on_delivery=cb(value))
+            except BufferError:
+                pass
+            n += 1
+            p.poll(0.005)
+        p.flush(30)
+
+    # One producer knows only the old leader (it keeps writing there after the cut), one the rest.
+    threads = [threading.Thread(target=produce, args=(c.nodes[old].bootstrap, "to-old"), daemon=True),
+               threading.Thread(target=produce, args=(",".join(c.nodes[i].bootstrap for i in others), "to-new"),
+                                daemon=True)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: sum(1 for s in sends if s.status == history.OK) > 300, 30, "acknowledged writes")
+    c.isolate(old)
+    new = wait_until(lambda: (lambda p: p.leader if p.leader in others else None)(c.partition(topic, 0, via=others[0])),
+                     60, "a new leader among the others")
+    time.sleep(3)  # both producers keep writing through the split
+    c.heal(old)
+    c.wait_isr(topic, 0, {0, 1, 2}, via=others[0])
+    stop.set()
+    for t in threads:
+        t.join(60)
+    with lock:
+        history_sends = list(sends)
+    assert_drained(c.bootstrap, topic, history_sends, f"after isolating leader {old}, new leader {new}")
+    assert any(s.producer == "to-new" and s.status == history.OK for s in history_sends)
+
+
+@pytest.mark.timeout(180)
+def test_the_quorum_makes_progress_again_after_losing_its_majority(cluster_factory):
+    c = cluster_factory()
+    topic = util.unique_topic("quorum")
+    create(c.bootstrap, topic, partitions=1)
+    c.kill(1)
+    c.kill(2)
+    admin = AdminClient({"bootstrap.servers": c.nodes[0].bootstrap, "log_level": 0})
+    fs = admin.create_topics([NewTopic(util.unique_topic("no-quorum"), 1, 1)], operation_timeout=3,
+                             request_timeout=5)
+    with pytest.raises(Exception):
+        for f in fs.values():
+            f.result(10)
+    c.nodes[1].spawn()
+    c.nodes[2].spawn()
+    for i in (1, 2):
+        c.nodes[i].wait_ready(60)
+    again = util.unique_topic("quorum-again")
+    wait_until(lambda: create(c.bootstrap, again, partitions=1) or True, 60, "CreateTopics after the quorum is back",
+               interval=0.5)
+    recs = util.make_records(20, "q")
+    util.confluent_produce(c.bootstrap, again, recs, acks="all")
+    util.assert_records(recs, util.confluent_read(c.bootstrap, again, 0, len(recs)))
+
+
+@pytest.mark.timeout(240)
+def test_sigterm_moves_leadership_away_first_and_preferred_election_brings_it_back(cluster_factory):
+    c = cluster_factory(overrides={"auto.leader.rebalance.enable": "false"})
+    topic = util.unique_topic("controlled")
+    create(c.bootstrap, topic, config={"min.insync.replicas": "2"})
+    leader = c.partition(topic, 0).leader
+    prod = PacedProducer(c.bootstrap, topic, PARTS, rate=300, tag="t")
+    try:
+        prod.wait_acked(500, 60)
+        c.stop(leader)  # SIGTERM: asserts a clean exit
+        assert c.partition(topic, 0).leader != leader, "leadership moved before the broker exited"
+        prod.wait_acked(len(prod.acks) + 500, 60)
+        c.start_node(leader)
+        for p in range(PARTS):
+            c.wait_isr(topic, p, {0, 1, 2})
+        from kafka.admin import KafkaAdminClient
+        from kafka.structs import TopicPartition
+
+        kp = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        try:
+            kp.perform_leader_election(0, [TopicPartition(topic, p) for p in range(PARTS)])
+        finally:
+            kp.close()
+        wait_until(lambda: all(c.partition(topic, p).leader == c.partition(topic, p).replicas[0] for p in range(PARTS)),
+                   30, "every partition led by its preferred replica")
+        sends = prod.stop(60)
+    finally:
+        prod.close()
+    assert not prod.errors, f"a controlled shutdown must not surface errors: {prod.errors[:5]}"
+    assert_drained(c.bootstrap, topic, sends, "after a controlled shutdown and preferred election")
