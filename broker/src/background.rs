@@ -1,7 +1,8 @@
 //! Periodic log maintenance: retention every `log.retention.check.interval.ms`,
-//! expiry of idle producer ids every `producer.id.expiration.check.interval.ms`, and
-//! time-based flushing (`flush.ms`) every `log.flush.scheduler.interval.ms`. Runs on the
-//! blocking pool since it touches files.
+//! expiry of idle producer ids every `producer.id.expiration.check.interval.ms`,
+//! time-based flushing (`flush.ms`) every `log.flush.scheduler.interval.ms`, and the
+//! high-watermark checkpoint every `replica.high.watermark.checkpoint.interval.ms`. Runs
+//! on the blocking pool since it touches files.
 
 use crate::broker::Broker;
 use crate::handlers::now_ms;
@@ -25,6 +26,10 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     );
     let mut producer_expiry = tokio::time::interval(producer_expiry_every);
     producer_expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut hw_checkpoint = tokio::time::interval(Duration::from_millis(
+        broker.config.cluster.replica_high_watermark_checkpoint_interval_ms.max(1),
+    ));
+    hw_checkpoint.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut retention = tokio::time::interval(retention_every);
     let mut flush = tokio::time::interval(flush_every);
     retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -44,6 +49,14 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                         if let Err(e) = p.log.remove_expired_producers(now) {
                             tracing::error!(topic = %p.topic, partition = p.index, error = %e, "producer expiry failed");
                         }
+                    }
+                }).await;
+            }
+            _ = hw_checkpoint.tick() => {
+                let b = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = b.replicas.checkpoint_high_watermarks() {
+                        tracing::error!(error = %e, "cannot checkpoint high watermarks");
                     }
                 }).await;
             }

@@ -34,7 +34,7 @@ impl RunningServer {
     /// clean-shutdown marker so the next start skips recovery.
     pub async fn shutdown(self) {
         let cluster = &self.broker.config.cluster;
-        if cluster.controlled_shutdown_enable && !cluster.single_node {
+        if cluster.broker && cluster.controlled_shutdown_enable && !cluster.single_node {
             tracing::info!("controlled shutdown: asking the controller to move leaderships away");
             let wait = Duration::from_millis(cluster.broker_session_timeout_ms.max(5000) * 2);
             self.lifecycle.controlled_shutdown(wait).await;
@@ -115,14 +115,17 @@ pub async fn start(broker: Arc<Broker>) -> Result<RunningServer, StartError> {
         None
     };
     let weak = Arc::downgrade(&broker);
-    tasks.push(tokio::spawn(crate::lifecycle::run(weak.clone(), lifecycle.clone())));
-    tasks.push(tokio::spawn(crate::metadata::listener::run(weak.clone(), lifecycle.clone())));
-    tasks.push(tokio::spawn(crate::replication::run_isr_checks(weak.clone())));
-    tasks.push(tokio::spawn(crate::producer_ids::run_refill(weak.clone())));
-    tasks.push(tokio::spawn(crate::background::run(broker.clone(), shutdown_rx.clone())));
-    broker.groups();
-    broker.transactions();
-    let cleaner = crate::log_cleaner::start(&broker);
+    let mut cleaner = None;
+    if broker.config.cluster.broker {
+        tasks.push(tokio::spawn(crate::lifecycle::run(weak.clone(), lifecycle.clone())));
+        tasks.push(tokio::spawn(crate::metadata::listener::run(weak.clone(), lifecycle.clone())));
+        tasks.push(tokio::spawn(crate::replication::run_isr_checks(weak.clone())));
+        tasks.push(tokio::spawn(crate::producer_ids::run_refill(weak.clone())));
+        tasks.push(tokio::spawn(crate::background::run(broker.clone(), shutdown_rx.clone())));
+        broker.groups();
+        broker.transactions();
+        cleaner = crate::log_cleaner::start(&broker);
+    }
     Ok(RunningServer { local_addrs, shutdown, tasks, cleaner, lifecycle, quorum, broker })
 }
 

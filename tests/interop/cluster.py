@@ -150,9 +150,10 @@ class Cluster:
         """Waits until the partition has a leader outside `not_in`; returns its id."""
         def done():
             p = self.partition(topic, partition)
-            return p.leader if p.leader >= 0 and p.leader not in not_in else None
+            # A tuple: node id 0 is falsy.
+            return (p.leader,) if p.leader >= 0 and p.leader not in not_in else None
 
-        return wait_until(done, timeout, f"a leader of {topic}-{partition} outside {sorted(not_in)}", interval=0.1)
+        return wait_until(done, timeout, f"a leader of {topic}-{partition} outside {sorted(not_in)}", interval=0.1)[0]
 
     def stop_all(self) -> list[str]:
         """SIGTERM every live node at once and waits; returns the problems seen."""

@@ -76,7 +76,7 @@ const unb64 = s => (s === null || s === undefined ? null : Buffer.from(s, 'base6
 function client(bootstrap) {
   return new Kafka({
     clientId: 'strata-interop-kafkajs',
-    brokers: [bootstrap],
+    brokers: bootstrap.split(","),
     logLevel: logLevel.WARN,
     retry: { retries: 5, initialRetryTime: 100 },
   })

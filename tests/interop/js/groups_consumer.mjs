@@ -28,7 +28,7 @@ function out(ev, fields = {}) {
 
 const kafka = new Kafka({
   clientId: 'strata-interop-groups',
-  brokers: [conf.bootstrap],
+  brokers: conf.bootstrap.split(","),
   logLevel: logLevel.NOTHING,
   retry: { retries: 10, initialRetryTime: 100, maxRetryTime: 1000 },
 })

@@ -22,7 +22,7 @@ function out(ev, fields = {}) {
 
 const kafka = new Kafka({
   clientId: 'strata-interop-ctp',
-  brokers: [conf.bootstrap],
+  brokers: conf.bootstrap.split(","),
   logLevel: logLevel.NOTHING,
   retry: { retries: 8, initialRetryTime: 100, maxRetryTime: 1000 },
 })
