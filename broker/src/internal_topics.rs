@@ -152,6 +152,9 @@ pub fn replicated(broker: &Broker, a: &Appended) -> Option<Result<(), ErrorCode>
     Some(Ok(()))
 }
 
+/// Appends that finished (with their outcomes, in order) and the head still pending.
+pub type Progress<Id> = (Vec<(Id, Result<(), ErrorCode>)>, Option<Appended>);
+
 /// Coordinator appends waiting to be replicated, in issue order per partition, so their
 /// completions reach the state machine in the order the appends were made.
 #[derive(Debug)]
@@ -181,7 +184,7 @@ impl<Id: Copy> PendingAppends<Id> {
         &mut self,
         broker: &Broker,
         partition: i32,
-    ) -> (Vec<(Id, Result<(), ErrorCode>)>, Option<Appended>) {
+    ) -> Progress<Id> {
         let mut done = Vec::new();
         let Some(queue) = self.queues.get_mut(&partition) else { return (done, None) };
         let now = tokio::time::Instant::now();
