@@ -29,11 +29,15 @@
 # enough to outgrow the kernel's dirty-page budget: it shows the rate the disk
 # sustains, printed with its ratio to the sequential write bandwidth.
 #
+# --cluster adds the 3-broker workloads (benches/cluster-mode.sh): RF 3 acks=all produce
+# and its p99 at 50 MB/s against the single-node acks=1 figures of the same run, and the
+# leader's CPU per GB with two followers against two tailing consumers.
+#
 # STRATA_BIN=path measures another strata binary (a before/after with the same script).
 #
 # Usage: benches/compare.sh [--runs N] [--duration S] [--bootstrap host:port]...
 #                           [--data-dir DIR] [--no-build] [--json FILE] [--nice N]
-#                           [--sustained S]
+#                           [--sustained S] [--cluster]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -46,6 +50,7 @@ BUILD=1
 JSON_OUT=""
 NICE=()
 SUSTAINED=0
+CLUSTER=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) RUNS=$2; shift 2 ;;
@@ -56,7 +61,8 @@ while [ $# -gt 0 ]; do
         --json) JSON_OUT=$2; shift 2 ;;
         --nice) NICE=(nice -n "$2"); shift 2 ;;
         --sustained) SUSTAINED=$2; shift 2 ;;
-        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+        --cluster) CLUSTER=1; shift ;;
+        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -103,7 +109,9 @@ cleanup() {
     fi
     rm -rf "$WORK"
 }
-trap cleanup EXIT
+trap '[ "$CLUSTER" = 1 ] && stop_cluster; cleanup' EXIT
+# shellcheck source=benches/cluster-mode.sh
+[ "$CLUSTER" = 1 ] && . "$ROOT/benches/cluster-mode.sh"
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 # calc EXPR: evaluates with awk; 4 significant digits, whole numbers from 1000 up.
@@ -280,6 +288,12 @@ if [ "$SUSTAINED" -gt 0 ]; then
     run_workload "strata-sustained" "$STRATA_BOOTSTRAP" "$BROKER_PID" produce \
         --topic "compare-sustained-$$" --duration "$SUSTAINED" "${PRODUCE_OPTS[@]}"
 fi
+if [ "$CLUSTER" = 1 ]; then
+    kill "$BROKER_PID" 2>/dev/null || true
+    wait "$BROKER_PID" 2>/dev/null || true
+    rm -rf "$WORK/data"
+    measure_cluster
+fi
 i=0
 for b in "${BOOTSTRAPS[@]}"; do
     i=$((i + 1))
@@ -355,12 +369,14 @@ for label in "${LABELS[@]}"; do
     fi
     SUMMARY=$(echo "$SUMMARY" | jq --arg k "$name" --argjson v "$entry" '. + {($k): $v}')
 done
+CLUSTER_SUMMARY="null"
+[ "$CLUSTER" = 1 ] && report_cluster
 if [ -n "$JSON_OUT" ]; then
     runs=$(for f in "$WORK"/*.jsonl; do jq -c --arg w "$(basename "$f" .jsonl)" '{workload: $w} + .' "$f"; done | jq -s .)
     echo "$SUMMARY" | jq --arg l "$LOOPBACK" --arg d "$DISK" --argjson runs "$runs" \
         --arg f "$FLOOR_P99" \
-        --arg w "$WRITE_CPU" --arg n "$NET_CPU" \
+        --arg w "$WRITE_CPU" --arg n "$NET_CPU" --argjson cl "$CLUSTER_SUMMARY" \
         '{loopback_mb_per_sec: ($l|tonumber), loopback_p99_ms_at_50mbps: ($f|tonumber),
-          write_cpu_s_per_gb: ($w|tonumber), loopback_cpu_s_per_gb: ($n|tonumber), disk_write_mb_per_sec: ($d|tonumber), brokers: ., runs: $runs}' >"$JSON_OUT"
+          write_cpu_s_per_gb: ($w|tonumber), loopback_cpu_s_per_gb: ($n|tonumber), disk_write_mb_per_sec: ($d|tonumber), brokers: ., cluster: $cl, runs: $runs}' >"$JSON_OUT"
     log "wrote $JSON_OUT"
 fi

@@ -68,7 +68,7 @@ pub async fn serve(
     let span = tracing::debug_span!("connection", %peer);
     async move {
         let (mut rd, wr) = stream.into_split();
-        let (responses, to_write) = mpsc::channel::<Vec<Chunk>>(broker.config.queued_max_requests);
+        let (responses, to_write) = mpsc::channel::<send::Reply>(broker.config.queued_max_requests);
         let writer = tokio::spawn(send::write_loop(wr, to_write).in_current_span());
         let mut frames = FrameDecoder::new(broker.config.socket_request_max_bytes as usize);
         'conn: loop {
@@ -136,11 +136,11 @@ fn decode(frame: bytes::Bytes) -> Option<Work> {
 async fn handle(
     broker: &Arc<Broker>,
     work: Work,
-    responses: &mpsc::Sender<Vec<Chunk>>,
+    responses: &mpsc::Sender<send::Reply>,
     ctx: &RequestContext,
 ) -> bool {
     let request = match work {
-        Work::Respond(chunks) => return responses.send(chunks).await.is_ok(),
+        Work::Respond(chunks) => return responses.send(send::Reply::Ready(chunks)).await.is_ok(),
         Work::Request(r) => r,
     };
     let span = tracing::debug_span!(
@@ -155,7 +155,8 @@ async fn handle(
         ListenerKind::Controller => handlers::controller::dispatch(broker, request).instrument(span).await,
     };
     match outcome {
-        handlers::Outcome::Respond(chunks) => responses.send(chunks).await.is_ok(),
+        handlers::Outcome::Respond(chunks) => responses.send(send::Reply::Ready(chunks)).await.is_ok(),
+        handlers::Outcome::Later(wait) => responses.send(send::Reply::Later(wait)).await.is_ok(),
         handlers::Outcome::NoResponse => true,
         handlers::Outcome::Close => false,
     }

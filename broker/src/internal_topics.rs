@@ -180,11 +180,7 @@ impl<Id: Copy> PendingAppends<Id> {
 
     /// Pops the appends of `partition` that are done, in order, with their outcomes;
     /// the head that is still pending (if any) is returned for the caller to wait on.
-    pub fn progress(
-        &mut self,
-        broker: &Broker,
-        partition: i32,
-    ) -> Progress<Id> {
+    pub fn progress(&mut self, broker: &Broker, partition: i32) -> Progress<Id> {
         let mut done = Vec::new();
         let Some(queue) = self.queues.get_mut(&partition) else { return (done, None) };
         let now = tokio::time::Instant::now();

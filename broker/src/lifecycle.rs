@@ -28,9 +28,9 @@ pub struct Lifecycle {
     may_exit: watch::Sender<bool>,
     /// Fenced as the controller last said.
     fenced: AtomicBool,
-    /// Becomes true the first time the controller unfences the broker: client listeners
-    /// start accepting then (connections wait in the backlog before), as Kafka's broker
-    /// enables request processing once it is unfenced.
+    /// Becomes true the first time the broker applies metadata that unfences it: client
+    /// listeners start accepting then (connections wait in the backlog before), so a
+    /// restarted broker answers its first requests as the leader it is again.
     unfenced_once: watch::Sender<bool>,
 }
 
@@ -47,7 +47,14 @@ impl Lifecycle {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// Waits until the controller has unfenced the broker once.
+    /// The broker has applied a metadata image in which its own registration is unfenced
+    /// (the unfencing and the leaderships it revives come in one batch, so the partitions it
+    /// leads are in place): client listeners may accept.
+    pub fn applied_unfenced(&self) {
+        self.unfenced_once.send_if_modified(|u| !std::mem::replace(u, true));
+    }
+
+    /// Waits until the broker has applied its own unfencing once.
     pub async fn wait_unfenced_once(&self) {
         let mut rx = self.unfenced_once.subscribe();
         let _ = rx.wait_for(|u| *u).await;
@@ -138,9 +145,6 @@ async fn heartbeat_until_stale(broker: &Weak<Broker>, lifecycle: &Lifecycle) -> 
                     let was = lifecycle.fenced.swap(r.is_fenced, Ordering::AcqRel);
                     if was != r.is_fenced {
                         tracing::info!(fenced = r.is_fenced, "controller changed this broker's fencing");
-                    }
-                    if !r.is_fenced {
-                        lifecycle.unfenced_once.send_if_modified(|u| !std::mem::replace(u, true));
                     }
                     if r.should_shut_down {
                         lifecycle.may_exit.send_replace(true);

@@ -168,4 +168,57 @@ mod tests {
             assert!(validate_topic_name(bad).is_err(), "{bad:?}");
         }
     }
+
+    #[test]
+    fn a_single_node_store_imports_with_its_ids_configs_and_producer_ids_once() {
+        use crate::metadata::MetadataRecord;
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join(".strata-topics");
+        std::fs::create_dir(&store).unwrap();
+        std::fs::write(
+            store.join("orders"),
+            "name=orders\nid=6f1c3a52-8f0e-4d43-9a4b-0c1d2e3f4a5b\npartitions=2\ninternal=false\nconfig.cleanup.policy=compact\n",
+        )
+        .unwrap();
+        std::fs::write(store.join("half-written.tmp"), "name=").unwrap();
+        std::fs::write(dir.path().join(".strata-producer-ids"), "5000\n").unwrap();
+
+        let records = import_single_node_store(dir.path(), 7).unwrap();
+        let id = match &records[0] {
+            MetadataRecord::Topic { name, topic_id } => {
+                assert_eq!(name, "orders");
+                *topic_id
+            }
+            other => panic!("first record {other:?}"),
+        };
+        assert_eq!(uuid::Uuid::from_bytes(id.0 .0).to_string(), "6f1c3a52-8f0e-4d43-9a4b-0c1d2e3f4a5b");
+        assert!(matches!(&records[1], MetadataRecord::TopicConfig { configs, .. }
+            if configs.get("cleanup.policy").map(String::as_str) == Some("compact")));
+        let partitions: Vec<_> = records
+            .iter()
+            .filter_map(|r| match r {
+                MetadataRecord::Partition(p) => Some(p),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(partitions.len(), 2);
+        assert!(partitions.iter().all(|p| p.replicas == vec![7] && p.isr == vec![7] && p.leader == 7));
+        assert!(matches!(
+            records.last(),
+            Some(MetadataRecord::ProducerIds { node_id: 7, next_producer_id: 5000, .. })
+        ));
+
+        mark_imported(dir.path());
+        assert!(import_single_node_store(dir.path(), 7).unwrap().is_empty());
+        assert!(dir.path().join(".strata-topics.imported").is_dir());
+    }
+
+    #[test]
+    fn a_corrupt_topic_file_is_an_error_not_a_silent_skip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join(".strata-topics");
+        std::fs::create_dir(&store).unwrap();
+        std::fs::write(store.join("x"), "garbage").unwrap();
+        assert!(matches!(import_single_node_store(dir.path(), 1), Err(TopicStoreError::Corrupt(_))));
+    }
 }

@@ -44,7 +44,9 @@ def test_exactly_once_holds_while_every_broker_restarts_in_turn(cluster_factory,
         create(c.bootstrap, t, config={"min.insync.replicas": "2"})
     conf = {"bootstrap": c.bootstrap, "in_topic": in_topic, "out_topic": out_topic, "group": unique_topic("roll-g"),
             "tid": unique_topic("roll-tid"), "instance_id": "roll-0", "session_timeout_ms": 10_000,
-            "max_records": 50, "lib": "confluent"}
+            "max_records": 50, "lib": "confluent",
+            # The producer's transaction and protocol log, in <tmp>/roll-N.stderr, explains a stall.
+            "debug": "eos,protocol"}
     prod = PacedProducer(c.bootstrap, in_topic, PARTS, rate=150, tag="in")
     apps = [_start_ctp("confluent", "roll-0", tmp_path, conf)]
     try:

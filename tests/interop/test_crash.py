@@ -197,3 +197,19 @@ def test_sigkill_while_idle_then_restart_keeps_everything(broker, tmp_path):
     a = AdminClient({"bootstrap.servers": b})
     res = ConfigResource(ResourceType.TOPIC, topic)
     assert a.describe_configs([res])[res].result(timeout=30)["retention.ms"].value == "86400000"
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_a_restarted_broker_answers_its_first_requests_as_leader(broker, how):
+    """A clean shutdown leaves every partition leaderless (its one ISR member went away) and the
+    restart elects it again; the listener opens only once that election is applied, so the
+    first ListOffsets after the restart, for every partition, is answered by the leader (no
+    NOT_LEADER_OR_FOLLOWER while the broker catches up with its own metadata)."""
+    b, topic = broker.bootstrap, util.unique_topic("first-answer")
+    parts = 24
+    util.create_topic(b, topic, partitions=parts)
+    util.confluent_produce(b, topic, util.make_records(240, topic, partitions=parts))
+    for _ in range(2):
+        broker.stop() if how == "sigterm" else broker.kill()
+        broker.start()
+        assert [util.watermarks(b, topic, p)[1] for p in range(parts)] == [10] * parts

@@ -23,6 +23,10 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: log files and pipes get plain text.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none(),
+        )
         .init();
     let args = Args::parse();
     let config = match BrokerConfig::load(args.config.as_deref(), &args.overrides) {

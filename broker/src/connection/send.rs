@@ -20,14 +20,45 @@ const COALESCE_BYTES: usize = 1 << 20;
 /// responses here).
 const MAX_IOVECS: usize = 64;
 
+/// A response to write: ready, or once its future completes (an `acks=all` produce
+/// waiting for replication). Later responses wait behind it, so the order holds.
+pub(super) enum Reply {
+    /// Ready now.
+    Ready(Vec<Chunk>),
+    /// Ready when the future completes.
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Chunk>> + Send>>),
+}
+
+impl Reply {
+    async fn chunks(self) -> Vec<Chunk> {
+        match self {
+            Reply::Ready(chunks) => chunks,
+            Reply::Later(wait) => wait.await,
+        }
+    }
+}
+
 /// Writes every response from `rx` in order until the queue closes or the peer goes.
-pub(super) async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<Chunk>>) {
+pub(super) async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Reply>) {
     let mut pending: Vec<Chunk> = Vec::new();
     while let Some(first) = rx.recv().await {
+        let first = first.chunks().await;
         let mut bytes: usize = first.iter().map(Chunk::len).sum();
         pending.extend(first);
         while bytes < COALESCE_BYTES {
             let Ok(more) = rx.try_recv() else { break };
+            let more = match more {
+                Reply::Ready(chunks) => chunks,
+                later @ Reply::Later(_) => {
+                    // Send what is ready first, then wait for this one.
+                    if let Err(e) = send_chunks(&mut wr, &pending).await {
+                        tracing::debug!(error = %e, "write failed; closing connection");
+                        return;
+                    }
+                    pending.clear();
+                    later.chunks().await
+                }
+            };
             bytes += more.iter().map(Chunk::len).sum::<usize>();
             pending.extend(more);
         }

@@ -71,7 +71,7 @@ impl ControllerState {
     /// Validates a registration; the records to write, or the error to answer.
     pub fn register(
         &mut self,
-        image: &MetadataImage,
+        image: &Arc<MetadataImage>,
         r: &Registration,
         now_ms: i64,
     ) -> Result<Vec<MetadataRecord>, (ErrorCode, String)> {
@@ -83,11 +83,14 @@ impl ControllerState {
                 ));
             }
         }
+        let mut pending = Pending::new(image);
         if let Some(existing) = image.broker(r.node_id) {
+            let restarted = existing.incarnation_id != r.incarnation_id && !existing.fenced;
             let session_valid = self.sessions.get(&r.node_id).is_some_and(|s| {
                 s.epoch == existing.epoch && now_ms - s.last_contact_ms < self.settings.session_timeout_ms
             });
-            if existing.incarnation_id != r.incarnation_id && session_valid && !existing.fenced {
+            let old_is_dead = self.settings.local_broker == Some(r.node_id);
+            if restarted && session_valid && !old_is_dead {
                 return Err((
                     ErrorCode::DuplicateBrokerRegistration,
                     format!(
@@ -96,13 +99,22 @@ impl ControllerState {
                     ),
                 ));
             }
+            if restarted {
+                // The old incarnation went away uncleanly: fence it first, moving its
+                // leaderships (with new leader epochs) as a session expiry would, so the new
+                // one comes back as a follower or by a fresh election, never as the old leader.
+                pending
+                    .push(MetadataRecord::FenceBroker { node_id: r.node_id, broker_epoch: existing.epoch });
+                self.move_away(&mut pending, r.node_id);
+            }
         }
-        Ok(vec![MetadataRecord::RegisterBroker(BrokerRegistrationRecord {
+        pending.push(MetadataRecord::RegisterBroker(BrokerRegistrationRecord {
             node_id: r.node_id,
             incarnation_id: r.incarnation_id.clone(),
             endpoints: r.endpoints.clone(),
             rack: r.rack.clone(),
-        })])
+        }));
+        Ok(pending.into_records())
     }
 
     /// A registration was written with `epoch`: its session starts now.
@@ -245,6 +257,7 @@ fn leads_anything(image: &MetadataImage, node_id: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{cluster, settings, topic};
+    use super::super::ControllerSettings;
     use super::*;
 
     #[test]
@@ -258,7 +271,7 @@ mod tests {
             endpoints: vec![],
             rack: None,
         };
-        let records = state.register(&image, &r, 0).expect("accepted");
+        let records = state.register(&Arc::new(image.clone()), &r, 0).expect("accepted");
         let epoch = image.apply_batch(5, &records).broker_epoch.expect("epoch");
         state.registered(1, epoch, 0);
         let image = Arc::new(image);
@@ -282,6 +295,7 @@ mod tests {
     #[test]
     fn a_second_process_with_the_same_id_is_refused_while_the_first_heartbeats() {
         let (image, mut state) = cluster(&[1, 2, 3]);
+        let image = Arc::new(image);
         state.reset_sessions(&image, 1000);
         let r = Registration {
             node_id: 2,
@@ -298,6 +312,47 @@ mod tests {
         assert_eq!(
             state.register(&image, &wrong, 99_999).expect_err("cluster").0,
             ErrorCode::InconsistentClusterId
+        );
+    }
+
+    #[test]
+    fn a_restart_of_the_broker_in_the_controllers_own_process_fences_the_old_one_at_once() {
+        let (mut image, _) = cluster(&[1, 2]);
+        topic(&mut image, "t", &[vec![1, 2], vec![1]]);
+        let before = image.partition("t", 0).expect("p0").leader_epoch;
+        let image = Arc::new(image);
+        let mut state = ControllerState::new(ControllerSettings { local_broker: Some(1), ..settings() });
+        state.reset_sessions(&image, 1000);
+        let old_epoch = image.broker(1).expect("registered").epoch;
+        let r = Registration {
+            node_id: 1,
+            cluster_id: None,
+            incarnation_id: "restarted".into(),
+            endpoints: vec![],
+            rack: None,
+        };
+        // Well within the old session: accepted, the old incarnation fenced first.
+        let records = state.register(&image, &r, 1500).expect("the old incarnation is dead");
+        assert_eq!(records[0], MetadataRecord::FenceBroker { node_id: 1, broker_epoch: old_epoch });
+        assert!(
+            matches!(records.last(), Some(MetadataRecord::RegisterBroker(b)) if b.incarnation_id == "restarted")
+        );
+        let mut next = (*image).clone();
+        next.apply_batch(900, &records);
+        let moved = next.partition("t", 0).expect("p0");
+        assert_eq!(
+            (moved.leader, moved.isr.clone()),
+            (2, vec![2]),
+            "leadership moved to the other ISR member"
+        );
+        let alone = next.partition("t", 1).expect("p1");
+        assert_eq!(alone.leader, election::NO_LEADER, "its only replica waits for the new incarnation");
+        assert!(moved.leader_epoch > before);
+        // A broker in another process still waits out the old session.
+        let r2 = Registration { node_id: 2, incarnation_id: "other".into(), ..r };
+        assert_eq!(
+            state.register(&image, &r2, 1500).expect_err("duplicate").0,
+            ErrorCode::DuplicateBrokerRegistration
         );
     }
 
@@ -379,7 +434,7 @@ mod tests {
         );
         let records = state
             .register(
-                &image,
+                &Arc::new(image.clone()),
                 &Registration {
                     node_id: 1,
                     cluster_id: None,

@@ -59,6 +59,7 @@ pub async fn start(broker: &Arc<Broker>) -> Result<Arc<MetadataQuorum>, StartErr
         leader_imbalance_per_broker_percentage: c.leader_imbalance_per_broker_percentage,
         delete_topic_enable: config.delete_topic_enable,
         topic_defaults: config.topic_defaults.clone(),
+        local_broker: c.broker.then_some(config.node_id),
     };
     let proposed_cluster_id = broker
         .local_cluster_id()
@@ -103,6 +104,10 @@ pub struct ControllerSettings {
     pub delete_topic_enable: bool,
     /// Broker-level topic config defaults, to describe a new topic's configs.
     pub topic_defaults: TopicDefaults,
+    /// The node id of the broker in this controller's own process (combined roles): a new
+    /// incarnation of it registering means the old one is dead, so it need not wait out the
+    /// old session (a single node restarted after kill -9 is back at once).
+    pub local_broker: Option<i32>,
 }
 
 /// The active controller's decision state: the metadata image is the input; the only
@@ -152,6 +157,7 @@ pub(crate) mod tests {
             leader_imbalance_per_broker_percentage: 10,
             delete_topic_enable: true,
             topic_defaults: crate::config::BrokerConfig::default().topic_defaults,
+            local_broker: None,
         }
     }
 

@@ -119,7 +119,7 @@ fn read_all(
                     }
                     Some(p) => {
                         if let Some(waker) = park {
-                            p.park(waker);
+                            p.park(waker, fetcher.replica_id >= 0);
                         }
                         let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
                         let read = read_partition(

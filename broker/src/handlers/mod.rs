@@ -91,10 +91,12 @@ pub fn served(api: ApiKey) -> Option<Served> {
 }
 
 /// What the connection does after a request.
-#[derive(Debug)]
 pub enum Outcome {
     /// Send this response frame.
     Respond(Vec<Chunk>),
+    /// Send this response once the future completes; later responses of the connection
+    /// wait behind it, so responses keep their request order.
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Chunk>> + Send>>),
     /// Send nothing (Produce with acks=0).
     NoResponse,
     /// Close the connection (protocol misuse).
@@ -134,6 +136,12 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
         RequestBody::Metadata(r) => metadata::handle(broker, version, r, ctx).await.into(),
         RequestBody::Produce(r) => match produce::handle(broker, version, r).await {
             produce::Reply::Respond(resp) => resp.into(),
+            produce::Reply::Later(wait) => {
+                let correlation_id = header.correlation_id;
+                return Outcome::Later(Box::pin(async move {
+                    encode_response(correlation_id, version, &wait.await.into())
+                }));
+            }
             produce::Reply::Nothing => return Outcome::NoResponse,
             produce::Reply::Close => return Outcome::Close,
         },

@@ -25,10 +25,13 @@ use strata_protocol::records::RecordBatch;
 use strata_protocol::ErrorCode;
 
 /// What to send back.
-#[derive(Debug)]
 pub enum Reply {
     /// The response.
     Respond(ProduceResponse),
+    /// `acks=all`: the batches are appended; the response once they are replicated
+    /// (the connection goes on reading, so several acks=all requests of one connection
+    /// wait together; responses still leave in request order).
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = ProduceResponse> + Send>>),
     /// acks=0 and every partition succeeded: send nothing.
     Nothing,
     /// acks=0 and a partition failed: Kafka closes the connection so the producer
@@ -91,17 +94,22 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     if acks == 0 {
         return if any_error { Reply::Close } else { Reply::Nothing };
     }
-    for (t, p, wait) in delayed {
-        if let Err((code, message)) = wait.complete(broker, deadline).await {
-            let r = &mut responses[t].partition_responses[p];
-            r.error_code = code.code();
-            r.error_message = Some(message);
-            if code != ErrorCode::NotEnoughReplicasAfterAppend {
-                r.base_offset = -1;
+    if delayed.is_empty() {
+        return Reply::Respond(ProduceResponse { responses, ..Default::default() });
+    }
+    Reply::Later(Box::pin(async move {
+        for (t, p, wait) in delayed {
+            if let Err((code, message)) = wait.complete(deadline).await {
+                let r = &mut responses[t].partition_responses[p];
+                r.error_code = code.code();
+                r.error_message = Some(message);
+                if code != ErrorCode::NotEnoughReplicasAfterAppend {
+                    r.base_offset = -1;
+                }
             }
         }
-    }
-    Reply::Respond(ProduceResponse { responses, ..Default::default() })
+        ProduceResponse { responses, ..Default::default() }
+    }))
 }
 
 /// What a successful append answers, and for `acks=all` what it still waits for.
@@ -122,11 +130,7 @@ struct Delayed {
 
 impl Delayed {
     /// Waits until the batch is replicated to the ISR, or why not.
-    async fn complete(
-        self,
-        _broker: &Broker,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), (ErrorCode, String)> {
+    async fn complete(self, deadline: tokio::time::Instant) -> Result<(), (ErrorCode, String)> {
         use crate::replica::WaitError;
         match self.partition.wait_for_high_watermark(self.last_offset, self.leader_epoch, deadline).await {
             Ok(()) => check_isr_after(&self.partition, self.min_isr),

@@ -2,7 +2,7 @@
 //! (roles, creation, deletion), the replica fetchers are pointed at the new leaders,
 //! and the coordinators learn which of their partitions this broker now leads. Once the
 //! broker has applied the metadata up to its own registration it is ready to be
-//! unfenced.
+//! unfenced; once it has applied its unfencing, its client listeners open.
 
 use crate::broker::Broker;
 use crate::lifecycle::Lifecycle;
@@ -56,6 +56,10 @@ pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
                     b.set_applied(image.applied_index);
                 }
                 Err(e) => tracing::error!(error = %e, "applying metadata panicked"),
+            }
+            let me = image.brokers.get(&b.config.node_id);
+            if me.is_some_and(|me| me.epoch == epoch && !me.fenced) {
+                lifecycle.applied_unfenced();
             }
             applied = Some(image);
             if caught_up && !applied_ready {

@@ -90,8 +90,12 @@ pub struct Partition {
     leader_only: AtomicBool,
     /// Size of the committed ISR while leading (`min.insync.replicas` checks).
     isr_size: AtomicUsize,
-    /// Fetches parked on this partition, woken by appends and high watermark moves.
-    parked: ParkedFetches,
+    /// Consumer fetches parked on this partition, woken when the high watermark moves
+    /// (what they may read ends there).
+    parked_consumers: ParkedFetches,
+    /// Follower fetches parked on this partition, woken by appends (they read to the log
+    /// end; the high watermark reaches them with their next fetch).
+    parked_followers: ParkedFetches,
     /// Delayed `acks=all` produces and coordinator writes wait here for the high
     /// watermark (or a role change).
     hw_changed: Notify,
@@ -124,7 +128,8 @@ impl Partition {
             is_leader: AtomicBool::new(false),
             leader_only: AtomicBool::new(false),
             isr_size: AtomicUsize::new(0),
-            parked: ParkedFetches::default(),
+            parked_consumers: ParkedFetches::default(),
+            parked_followers: ParkedFetches::default(),
             hw_changed: Notify::new(),
         }
     }
@@ -165,15 +170,20 @@ impl Partition {
         self.role.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Asks to be woken by the next append or high watermark move of this partition.
-    pub fn park(&self, waker: &Arc<Notify>) {
-        self.parked.park(waker);
+    /// Asks to be woken when there is more for this fetch to read: for a consumer, the
+    /// next high watermark move; for a follower, the next append.
+    pub fn park(&self, waker: &Arc<Notify>, follower: bool) {
+        if follower {
+            self.parked_followers.park(waker);
+        } else {
+            self.parked_consumers.park(waker);
+        }
     }
 
-    /// Fetches registered (live or not yet pruned), for tests.
+    /// Consumer fetches registered (live or not yet pruned), for tests.
     #[cfg(test)]
     pub(super) fn parked_len(&self) -> usize {
-        self.parked.len()
+        self.parked_consumers.len()
     }
 
     /// Becomes (or stays) leader as `record` says. Returns true if this is a new
@@ -284,7 +294,8 @@ impl Partition {
     /// Wakes everything waiting on this partition after a role change.
     fn role_changed(&self) {
         self.hw_changed.notify_waiters();
-        self.parked.wake_all();
+        self.parked_consumers.wake_all();
+        self.parked_followers.wake_all();
     }
 
     /// Appends a producer's batches as leader (stamped with the leader epoch) and moves
@@ -309,7 +320,7 @@ impl Partition {
         }
         drop(role);
         // Followers long-polling this partition fetch the new data.
-        self.parked.wake_all();
+        self.parked_followers.wake_all();
         Ok(info)
     }
 
@@ -427,7 +438,7 @@ impl Partition {
         let old = self.high_watermark.fetch_max(offset, Ordering::AcqRel);
         if offset > old {
             self.tell_log(offset);
-            self.parked.wake_all();
+            self.parked_consumers.wake_all();
             self.hw_changed.notify_waiters();
         }
     }

@@ -50,10 +50,10 @@ async fn an_append_wakes_only_the_fetches_parked_on_its_partition() {
     let replicas = replicas(dir.path());
     let (p0, p1) = (replicas.get("t", 0).expect("p0"), replicas.get("t", 1).expect("p1"));
     let (on_p0, on_p1, on_both) = (Arc::new(Notify::new()), Arc::new(Notify::new()), Arc::new(Notify::new()));
-    p0.park(&on_p0);
-    p1.park(&on_p1);
-    p0.park(&on_both);
-    p1.park(&on_both);
+    p0.park(&on_p0, false);
+    p1.park(&on_p1, false);
+    p0.park(&on_both, false);
+    p1.park(&on_both, false);
     p0.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
     assert!(woken(&on_p0).await, "parked on the partition appended to");
     assert!(woken(&on_both).await, "parked on it among others");
@@ -71,11 +71,11 @@ async fn fetches_long_polling_an_idle_partition_do_not_pile_up() {
     let replicas = replicas(dir.path());
     let p = replicas.get("t", 0).expect("p0");
     let live = Arc::new(Notify::new());
-    p.park(&live);
+    p.park(&live, false);
     for _ in 0..10_000 {
         let short_lived = Arc::new(Notify::new());
-        p.park(&short_lived);
-        p.park(&short_lived);
+        p.park(&short_lived, false);
+        p.park(&short_lived, false);
     }
     assert!(p.parked_len() <= 2 * parked::PARKED_PRUNE_MIN, "{} entries kept", p.parked_len());
     p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");

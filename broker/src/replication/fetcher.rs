@@ -303,3 +303,88 @@ pub fn truncation_offset(p: &Partition, leader_epoch: i32, leader_end_offset: i6
         _ => leader_end_offset.min(leo),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::{PartitionRecord, TopicId};
+    use crate::replica::ReplicaManager;
+    use bytes::Bytes;
+    use strata_protocol::codec::Uuid;
+    use strata_protocol::records::{NewRecord, RecordBatchBuilder};
+    use strata_storage::{LogConfig, LogManager};
+
+    /// `count` one-record batches from `base` stamped with leader `epoch`.
+    fn batches(base: i64, count: i64, epoch: i32) -> Bytes {
+        let mut all = bytes::BytesMut::new();
+        for i in 0..count {
+            let mut b = RecordBatchBuilder::new(base + i).partition_leader_epoch(epoch);
+            b.append(&NewRecord::new(1, None, Some(Bytes::from_static(b"v")))).expect("append");
+            all.extend_from_slice(&b.build().expect("build"));
+        }
+        all.freeze()
+    }
+
+    /// A follower of node 2 whose log holds epochs 0 (offsets 0..10) and 2 (10..15).
+    fn follower(dir: &std::path::Path) -> Arc<Partition> {
+        let logs = LogManager::open(dir, LogConfig::default(), 0).expect("logs");
+        let replicas = ReplicaManager::new(logs, 1);
+        let p = replicas.ensure("t", 0, Uuid([3; 16]), &LogConfig::default()).expect("partition");
+        let record = PartitionRecord {
+            topic_id: TopicId(Uuid([3; 16])),
+            partition: 0,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            leader: 2,
+            leader_epoch: 3,
+            partition_epoch: 3,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
+        };
+        p.make_follower(&record);
+        p.append_as_follower(batches(0, 10, 0)).expect("epoch 0");
+        p.append_as_follower(batches(10, 5, 2)).expect("epoch 2");
+        assert_eq!(p.log.latest_epoch(), Some(2));
+        p
+    }
+
+    #[test]
+    fn a_tail_the_leader_never_had_is_cut_at_the_end_of_its_epoch() {
+        let dir = tempfile::tempdir().expect("dir");
+        let p = follower(dir.path());
+        // The leader's epoch 2 ended at 12: our 12..15 were never replicated.
+        assert_eq!(truncation_offset(&p, 2, 12), 12);
+        // The leader has all of epoch 2 and more: nothing to cut.
+        assert_eq!(truncation_offset(&p, 2, 40), 15);
+    }
+
+    #[test]
+    fn an_epoch_the_follower_lacks_cuts_to_its_own_end_of_the_epoch_below() {
+        let dir = tempfile::tempdir().expect("dir");
+        let p = follower(dir.path());
+        // Leader answers with epoch 1 (ending at 11): we have no epoch 1; our largest epoch
+        // below it is 0, which ends at 10 here. Cut there and ask again.
+        assert_eq!(truncation_offset(&p, 1, 11), 10);
+    }
+
+    #[test]
+    fn a_leader_without_any_epoch_at_or_below_ours_keeps_only_what_is_committed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let p = follower(dir.path());
+        p.update_follower_high_watermark(7);
+        assert_eq!(truncation_offset(&p, -1, -1), 7);
+        assert_eq!(truncation_offset(&p, -1, 9), 9, "no epoch, an end offset: the smaller of it and ours");
+    }
+
+    #[test]
+    fn truncation_then_appending_the_leaders_data_converges() {
+        let dir = tempfile::tempdir().expect("dir");
+        let p = follower(dir.path());
+        let cut = truncation_offset(&p, 2, 12);
+        p.truncate_to(cut).expect("truncate");
+        assert_eq!(p.log.log_end_offset(), 12);
+        p.append_as_follower(batches(12, 3, 3)).expect("leader's epoch 3 data");
+        assert_eq!(p.log.end_offset_for_epoch(2), Some((2, 12)));
+        assert_eq!(p.log.latest_epoch(), Some(3));
+    }
+}

@@ -5,7 +5,8 @@ transaction tests can SIGKILL it at any point and start it again.
 
 Config: lib (confluent | kafka-python), bootstrap, in_topic, out_topic, group, tid
 (transactional id), instance_id (static membership, so a restart takes over at once),
-session_timeout_ms, max_records.
+session_timeout_ms, max_records; optionally debug (librdkafka debug contexts for the producer,
+logged to stderr).
 
 It first initializes its transactional producer (fencing any previous instance and completing or
 aborting its transaction), then joins the group with read_committed and, for every batch it
@@ -46,8 +47,21 @@ def on_term(*_):
 def run_confluent() -> None:
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+    def retrying(call, attempts: int = 10) -> None:
+        """Repeats a transactional call that failed retriably (a coordinator connection lost
+        mid-request), as confluent-kafka documents; an abortable or fatal error propagates."""
+        for attempt in range(attempts):
+            try:
+                return call()
+            except KafkaException as e:
+                err = e.args[0]
+                if attempt + 1 == attempts or not err.retriable() or err.txn_requires_abort():
+                    raise
+                out("retry", err=str(err))
+
     p = Producer({"bootstrap.servers": CONF["bootstrap"], "transactional.id": CONF["tid"],
-                  "transaction.timeout.ms": 10_000, "linger.ms": 2, "log_level": 3})
+                  "transaction.timeout.ms": 10_000, "linger.ms": 2, "log_level": 3,
+                  **({"debug": CONF["debug"], "log_level": 7} if CONF.get("debug") else {})})
     p.init_transactions(60)
     out("start")
     c = Consumer({"bootstrap.servers": CONF["bootstrap"], "group.id": CONF["group"],
@@ -70,10 +84,10 @@ def run_confluent() -> None:
             for m in msgs:
                 p.produce(CONF["out_topic"], value=m.value(), partition=m.partition())
             out("produced", n=n, count=len(msgs))
-            p.send_offsets_to_transaction([TopicPartition(CONF["in_topic"], q, o) for q, o in nxt.items()],
-                                          c.consumer_group_metadata(), 30)
+            offsets = [TopicPartition(CONF["in_topic"], q, o) for q, o in nxt.items()]
+            retrying(lambda: p.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), 30))
             out("offsets", n=n)
-            p.commit_transaction(30)
+            retrying(lambda: p.commit_transaction(30))
             out("committed", n=n, offsets={str(q): o for q, o in nxt.items()})
         except KafkaException as e:
             err = e.args[0]

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The longer cluster fault runs: the kill -9 nemesis workload over many seeds and longer runs,
+# then the replication and coordinator-failover tests repeated. CI runs the same tests at a small
+# size (two seeds of 25 s, each test once) inside scripts/test.sh; this is for a soak before a
+# release or after touching replication.
+#
+# Usage: scripts/fault-runs.sh [SEEDS] [SECONDS] [REPEATS]
+#   SEEDS    nemesis seeds, a count (first N from 1) or a comma list   (default 20)
+#   SECONDS  nemesis duration per seed                                 (default 60)
+#   REPEATS  times to repeat test_replication + test_cluster_coordinators (default 3)
+# Needs what scripts/test.sh installs (.venv, kcat); builds the release broker.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SEEDS=${1:-20}
+SECONDS_PER_SEED=${2:-60}
+REPEATS=${3:-3}
+if [[ "$SEEDS" =~ ^[0-9]+$ ]]; then
+    SEEDS=$(seq -s, 1 "$SEEDS")
+fi
+
+cargo build --release -p strata-broker --bin strata || exit 1
+export STRATA_BIN="$PWD/target/release/strata"
+[ -x .venv/bin/python ] || { echo "run scripts/test.sh once first (it creates .venv)" >&2; exit 1; }
+
+FAILED=0
+echo "==> nemesis: seeds $SEEDS, ${SECONDS_PER_SEED}s each"
+STRATA_NEMESIS_SEEDS=$SEEDS STRATA_NEMESIS_SECONDS=$SECONDS_PER_SEED \
+    .venv/bin/python -m pytest tests/interop/test_cluster_nemesis.py -p no:cacheprovider -ra || FAILED=1
+for i in $(seq 1 "$REPEATS"); do
+    echo "==> replication and coordinator failover, round $i of $REPEATS"
+    .venv/bin/python -m pytest tests/interop/test_replication.py tests/interop/test_cluster_coordinators.py \
+        -p no:cacheprovider -ra || FAILED=1
+done
+[ "$FAILED" = 0 ] && echo "all fault runs passed" || { echo "FAILED: see above"; exit 1; }
