@@ -182,15 +182,10 @@ fn read_partition(
         records: Some(RecordSet::new()),
         ..Default::default()
     };
-    let epoch = p.leader_epoch();
-    if fp.current_leader_epoch >= 0 && fp.current_leader_epoch != epoch {
-        pd.error_code = if fp.current_leader_epoch > epoch {
-            ErrorCode::UnknownLeaderEpoch
-        } else {
-            ErrorCode::FencedLeaderEpoch
-        }
-        .code();
-        pd.current_leader = LeaderIdAndEpoch { leader_id: broker.config.node_id, leader_epoch: epoch };
+    if let Err(code) = p.check_leader_epoch(fp.current_leader_epoch) {
+        pd.error_code = code.code();
+        pd.current_leader =
+            LeaderIdAndEpoch { leader_id: broker.config.node_id, leader_epoch: p.leader_epoch() };
         return pd;
     }
     let follower = fetcher.replica_id >= 0;

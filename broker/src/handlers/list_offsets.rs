@@ -6,7 +6,6 @@ use crate::errors::storage_error_code;
 use strata_protocol::messages::list_offsets::{
     ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
-use strata_protocol::ErrorCode;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -37,16 +36,13 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsRespon
                             return r;
                         }
                     };
-                    let epoch = p.leader_epoch();
-                    if lp.current_leader_epoch >= 0 && lp.current_leader_epoch != epoch {
-                        r.error_code = if lp.current_leader_epoch > epoch {
-                            ErrorCode::UnknownLeaderEpoch
-                        } else {
-                            ErrorCode::FencedLeaderEpoch
+                    let epoch = match p.check_leader_epoch(lp.current_leader_epoch) {
+                        Ok(epoch) => epoch,
+                        Err(code) => {
+                            r.error_code = code.code();
+                            return r;
                         }
-                        .code();
-                        return r;
-                    }
+                    };
                     match lp.timestamp {
                         LATEST if request.isolation_level == 1 => r.offset = p.last_stable_offset(),
                         LATEST => r.offset = p.high_watermark(),

@@ -7,7 +7,6 @@ use crate::broker::Broker;
 use strata_protocol::messages::offset_for_leader_epoch::{
     EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult,
 };
-use strata_protocol::ErrorCode;
 
 /// Handles OffsetForLeaderEpoch.
 pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
@@ -32,14 +31,8 @@ pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest) -> OffsetFo
                             return r;
                         }
                     };
-                    let epoch = p.leader_epoch();
-                    if op.current_leader_epoch >= 0 && op.current_leader_epoch != epoch {
-                        r.error_code = if op.current_leader_epoch > epoch {
-                            ErrorCode::UnknownLeaderEpoch
-                        } else {
-                            ErrorCode::FencedLeaderEpoch
-                        }
-                        .code();
+                    if let Err(code) = p.check_leader_epoch(op.current_leader_epoch) {
+                        r.error_code = code.code();
                         return r;
                     }
                     if let Some((found, end)) = p.log.end_offset_for_epoch(op.leader_epoch) {

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, RwLock};
 use strata_protocol::codec::Uuid;
 use strata_protocol::records::RecordSet;
+use strata_protocol::ErrorCode;
 use strata_storage::{AppendInfo, AppendOrigin, Log, LogReadInfo, StorageError};
 use tokio::sync::Notify;
 
@@ -137,6 +138,18 @@ impl Partition {
     /// The current leader epoch (KIP-101); only ever increases.
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Checks a request's `current_leader_epoch` (KIP-320; -1 = not sent) against this
+    /// replica's: the current epoch, or UNKNOWN_LEADER_EPOCH when the client is ahead (this
+    /// broker has not applied the change yet) and FENCED_LEADER_EPOCH when it is behind.
+    pub fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<i32, ErrorCode> {
+        let epoch = self.leader_epoch();
+        match current_leader_epoch {
+            c if c < 0 || c == epoch => Ok(epoch),
+            c if c > epoch => Err(ErrorCode::UnknownLeaderEpoch),
+            _ => Err(ErrorCode::FencedLeaderEpoch),
+        }
     }
 
     /// Offsets below the high watermark are committed and visible to consumers.

@@ -5,6 +5,7 @@ use crate::metadata::{PartitionRecord, TopicId};
 use bytes::Bytes;
 use std::time::Duration;
 use strata_protocol::records::{NewRecord, RecordBatchBuilder};
+use strata_protocol::ErrorCode;
 use strata_storage::AppendOrigin;
 use tokio::sync::Notify;
 
@@ -157,4 +158,16 @@ async fn an_isr_shrink_is_proposed_and_committed_then_the_high_watermark_moves()
     p.isr_change_answered(3, Some((vec![1], 4)));
     assert_eq!(p.isr_size(), 1);
     assert_eq!(p.high_watermark(), p.log.log_end_offset());
+}
+
+#[test]
+fn a_requests_leader_epoch_is_checked_against_the_replicas() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replicas = replicas(dir.path());
+    let p = replicas.get("t", 0).expect("p0");
+    assert!(p.make_leader(&record(0, &[1], &[1], 1, 4), 0));
+    assert_eq!(p.check_leader_epoch(-1), Ok(4), "not sent: accepted");
+    assert_eq!(p.check_leader_epoch(4), Ok(4));
+    assert_eq!(p.check_leader_epoch(5), Err(ErrorCode::UnknownLeaderEpoch), "the client saw newer metadata");
+    assert_eq!(p.check_leader_epoch(3), Err(ErrorCode::FencedLeaderEpoch), "the client is behind");
 }
