@@ -59,8 +59,13 @@ def run_confluent() -> None:
                     raise
                 out("retry", err=str(err))
 
+    # metadata.recovery.strategy=none: a broker that leaves the metadata (fenced after a kill, as
+    # Kafka's controller drops it too) is otherwise decommissioned by librdkafka 2.x while still
+    # cached as group coordinator, and send_offsets_to_transaction then hangs past its timeout
+    # (librdkafka issues #5511 and #5456).
     p = Producer({"bootstrap.servers": CONF["bootstrap"], "transactional.id": CONF["tid"],
                   "transaction.timeout.ms": 10_000, "linger.ms": 2, "log_level": 3,
+                  "metadata.recovery.strategy": "none",
                   **({"debug": CONF["debug"], "log_level": 7} if CONF.get("debug") else {})})
     p.init_transactions(60)
     out("start")
