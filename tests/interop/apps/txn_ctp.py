@@ -90,7 +90,10 @@ def run_confluent() -> None:
                 p.produce(CONF["out_topic"], value=m.value(), partition=m.partition())
             out("produced", n=n, count=len(msgs))
             offsets = [TopicPartition(CONF["in_topic"], q, o) for q, o in nxt.items()]
-            retrying(lambda: p.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), 30))
+            # Asked once per transaction, not per attempt: the call waits on the consumer's own
+            # thread without a timeout.
+            group = c.consumer_group_metadata()
+            retrying(lambda: p.send_offsets_to_transaction(offsets, group, 30))
             out("offsets", n=n)
             retrying(lambda: p.commit_transaction(30))
             out("committed", n=n, offsets={str(q): o for q, o in nxt.items()})
@@ -161,4 +164,8 @@ def run_kafka_python() -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, on_term)
+    if CONF.get("debug"):
+        # A stalled run then shows in its stderr where every thread of the application waits.
+        import faulthandler
+        faulthandler.dump_traceback_later(45, repeat=True)
     {"confluent": run_confluent, "kafka-python": run_kafka_python}[CONF["lib"]]()
