@@ -101,6 +101,9 @@ pub struct BrokerConfig {
     pub queued_max_requests: usize,
     /// Broker-level defaults of topic configs (`log.segment.bytes`, ...), by topic key.
     pub topic_defaults: topic::TopicDefaults,
+    /// `transaction.two.phase.commit.enable` (false): transactional producers may ask for
+    /// two-phase commit (KIP-939).
+    pub transaction_two_phase_commit_enable: bool,
     /// Roles, controller quorum, inter-broker listener, replication tunables.
     pub cluster: cluster::ClusterConfig,
     /// The raw key/value pairs given, for DescribeConfigs of the broker.
@@ -188,6 +191,7 @@ impl BrokerConfig {
         let queued_max_requests = p.int_in("queued.max.requests", 500, 1, 100_000)? as usize;
         let cluster_id = p.opt_string("cluster.id");
         let rack = p.opt_string("broker.rack");
+        let transaction_two_phase_commit_enable = p.bool("transaction.two.phase.commit.enable", false)?;
         let topic_defaults = topic::TopicDefaults::from_broker(&mut p, message_max_bytes)?;
         for key in raw.keys() {
             if !p.used.iter().any(|u| u == key) && !ACCEPTED_KEYS.contains(&key.as_str()) {
@@ -211,6 +215,7 @@ impl BrokerConfig {
             rack,
             queued_max_requests,
             topic_defaults,
+            transaction_two_phase_commit_enable,
             cluster,
             raw,
         })

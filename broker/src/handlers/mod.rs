@@ -62,7 +62,7 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::IncrementalAlterConfigs, min: 0, max: 1 },
     Served { api: ApiKey::DescribeCluster, min: 0, max: 1 },
     Served { api: ApiKey::ElectLeaders, min: 0, max: 2 },
-    Served { api: ApiKey::InitProducerId, min: 0, max: 4 },
+    Served { api: ApiKey::InitProducerId, min: 0, max: 6 },
     Served { api: ApiKey::FindCoordinator, min: 0, max: 4 },
     Served { api: ApiKey::JoinGroup, min: 0, max: 9 },
     Served { api: ApiKey::SyncGroup, min: 0, max: 5 },

@@ -85,7 +85,7 @@ pub(super) enum AppendKind {
 #[derive(Debug)]
 pub(super) enum AfterTransition {
     /// InitProducerId: answer with the new producer id and epoch.
-    InitProducerId { token: RequestToken, api_version: i16 },
+    InitProducerId { token: RequestToken, api_version: i16, ongoing: (i64, i16) },
     /// AddPartitionsToTxn / AddOffsetsToTxn.
     AddPartitions(AddReply),
     /// A Prepare* record: answer, then write the markers.
@@ -267,14 +267,15 @@ impl TransactionCoordinator {
         out: &mut Vec<Action>,
     ) {
         match then {
-            AfterTransition::InitProducerId { token, api_version } => {
+            AfterTransition::InitProducerId { token, api_version, ongoing } => {
                 let ids = self.txns.get(transactional_id).map(|t| (t.producer_id, t.producer_epoch));
                 let answer = match (written, ids) {
                     (Ok(()), Some((pid, epoch))) => Ok((pid, epoch)),
                     (Ok(()), None) => Err(ErrorCode::NotCoordinator),
                     (Err(e), _) => Err(e),
                 };
-                super::init::respond_init(out, token, api_version, answer);
+                let ongoing = if answer.is_ok() { ongoing } else { super::init::NO_ONGOING };
+                super::init::respond_init(out, token, api_version, answer, ongoing);
             }
             AfterTransition::AddPartitions(reply) => {
                 self.finish_add(reply, written.err().unwrap_or(ErrorCode::None), out)

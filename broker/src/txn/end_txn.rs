@@ -220,11 +220,15 @@ impl TransactionCoordinator {
             (EndReply::EndTxn { token, api_version }, Err(e)) => {
                 respond_end_txn(out, token, api_version, Err(*e))
             }
-            (EndReply::InitProducerId { token, api_version }, Ok(())) => {
-                super::init::respond_init(out, token, api_version, Err(ErrorCode::ConcurrentTransactions))
-            }
+            (EndReply::InitProducerId { token, api_version }, Ok(())) => super::init::respond_init(
+                out,
+                token,
+                api_version,
+                Err(ErrorCode::ConcurrentTransactions),
+                super::init::NO_ONGOING,
+            ),
             (EndReply::InitProducerId { token, api_version }, Err(e)) => {
-                super::init::respond_init(out, token, api_version, Err(*e))
+                super::init::respond_init(out, token, api_version, Err(*e), super::init::NO_ONGOING)
             }
             (EndReply::Timeout, Ok(())) => {
                 tracing::info!(transactional_id = id, "aborting timed-out transaction")

@@ -18,12 +18,14 @@ const MAX_TOMBSTONES_PER_APPEND: usize = 500;
 impl TransactionCoordinator {
     /// Kafka's `abortTimedOutTransactions`: every Ongoing transaction of a served
     /// partition, with no transition pending, started more than its timeout ago is
-    /// aborted with an epoch bump, so its producer is fenced.
+    /// aborted with an epoch bump, so its producer is fenced. Two-phase-commit
+    /// transactions (KIP-939) never time out: their outcome is their coordinator's.
     pub(super) fn abort_timed_out_transactions(&mut self, now_ms: i64, out: &mut Vec<Action>) {
         let mut timed_out: Vec<String> = self
             .txns
             .values()
             .filter(|t| t.state == TxnState::Ongoing && t.pending.is_none())
+            .filter(|t| t.txn_timeout_ms != super::init::TWO_PHASE_COMMIT_TIMEOUT_MS)
             .filter(|t| t.txn_start_timestamp_ms.saturating_add(i64::from(t.txn_timeout_ms)) < now_ms)
             .filter(|t| self.partitions.get(&t.partition).is_some_and(|o| o.state == PartitionState::Active))
             .map(|t| t.transactional_id.clone())

@@ -19,7 +19,18 @@ enum InitStep {
     /// A transaction is ongoing: fence its producer and abort it; the client is told
     /// CONCURRENT_TRANSACTIONS and retries.
     FenceAndAbort,
+    /// KIP-939 `keep_prepared_txn`: the ongoing transaction stays open under the bumped
+    /// epoch (so the restarted producer can commit or abort it); the answer names the
+    /// producer id and epoch the transaction was written with.
+    Keep(TxnTransit, (i64, i16)),
 }
+
+/// The `OngoingTxnProducerId` / `OngoingTxnProducerEpoch` of an answer that kept nothing.
+pub(super) const NO_ONGOING: (i64, i16) = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH);
+
+/// The timeout a two-phase-commit transaction is stored with (as Kafka does): it is never
+/// aborted for taking long, since only its external coordinator may decide its outcome.
+pub(super) const TWO_PHASE_COMMIT_TIMEOUT_MS: i32 = i32::MAX;
 
 /// Answers InitProducerId. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v4, which
 /// older clients do not understand otherwise.
@@ -28,6 +39,7 @@ pub(super) fn respond_init(
     token: RequestToken,
     api_version: i16,
     answer: Result<(i64, i16), ErrorCode>,
+    ongoing: (i64, i16),
 ) {
     let response = match answer {
         Ok((producer_id, producer_epoch)) => InitProducerIdResponse {
@@ -35,6 +47,8 @@ pub(super) fn respond_init(
             error_code: ErrorCode::None.code(),
             producer_id,
             producer_epoch,
+            ongoing_txn_producer_id: ongoing.0,
+            ongoing_txn_producer_epoch: ongoing.1,
         },
         Err(error) => {
             let error = if api_version < 4 && error == ErrorCode::ProducerFenced {
@@ -47,6 +61,7 @@ pub(super) fn respond_init(
                 error_code: error.code(),
                 producer_id: NO_PRODUCER_ID,
                 producer_epoch: NO_PRODUCER_EPOCH,
+                ..InitProducerIdResponse::default()
             }
         }
     };
@@ -60,6 +75,11 @@ impl TransactionCoordinator {
     /// ongoing it is aborted first and the client gets CONCURRENT_TRANSACTIONS to retry.
     /// v3+ requests carrying a producer id and epoch (KIP-360) are fenced unless they
     /// match the current producer (or repeat a bump whose answer was lost).
+    ///
+    /// v6 (KIP-939): `enable_2pc` (allowed only with `transaction.two.phase.commit.enable`,
+    /// otherwise TRANSACTIONAL_ID_AUTHORIZATION_FAILED as Kafka answers) stores the
+    /// transaction with no timeout; `keep_prepared_txn` (only with `enable_2pc`) bumps the
+    /// epoch without aborting an ongoing transaction and names it in the answer.
     pub fn init_producer_id(
         &mut self,
         meta: &RequestMeta,
@@ -70,32 +90,47 @@ impl TransactionCoordinator {
         let (token, version) = (meta.token, meta.api_version);
         let Some(transactional_id) = request.transactional_id.as_deref() else {
             let answer = self.producer_ids.next_producer_id().map(|id| (id, 0));
-            respond_init(&mut out, token, version, answer);
+            respond_init(&mut out, token, version, answer, NO_ONGOING);
             return out;
         };
         let expected = match (request.producer_id, request.producer_epoch) {
             (NO_PRODUCER_ID, NO_PRODUCER_EPOCH) => None,
             (NO_PRODUCER_ID, _) | (_, NO_PRODUCER_EPOCH) => {
-                respond_init(&mut out, token, version, Err(ErrorCode::InvalidRequest));
+                respond_init(&mut out, token, version, Err(ErrorCode::InvalidRequest), NO_ONGOING);
                 return out;
             }
             (producer_id, epoch) => Some((producer_id, epoch)),
         };
-        let timeout_ms = request.transaction_timeout_ms;
-        let check = if transactional_id.is_empty() {
+        let two_phase = request.enable_2pc;
+        let timeout_ms = if two_phase { TWO_PHASE_COMMIT_TIMEOUT_MS } else { request.transaction_timeout_ms };
+        let check = if transactional_id.is_empty() || (request.keep_prepared_txn && !two_phase) {
             Err(ErrorCode::InvalidRequest)
-        } else if timeout_ms <= 0 || timeout_ms > self.config.transaction_max_timeout_ms {
+        } else if two_phase && !self.config.two_phase_commit_enable {
+            Err(ErrorCode::TransactionalIdAuthorizationFailed)
+        } else if !two_phase && (timeout_ms <= 0 || timeout_ms > self.config.transaction_max_timeout_ms) {
             Err(ErrorCode::InvalidTransactionTimeout)
         } else {
             self.active_term(transactional_id).map(|_| ())
         };
+        let keep = request.keep_prepared_txn;
         let step = check
             .and_then(|()| self.get_or_create(transactional_id, timeout_ms, now_ms))
-            .and_then(|()| self.prepare_init(transactional_id, timeout_ms, expected, now_ms));
+            .and_then(|()| self.prepare_init(transactional_id, timeout_ms, expected, keep, now_ms));
         match step {
-            Err(error) => respond_init(&mut out, token, version, Err(error)),
+            Err(error) => respond_init(&mut out, token, version, Err(error), NO_ONGOING),
             Ok(InitStep::Write(transit)) => {
-                let then = AfterTransition::InitProducerId { token, api_version: version };
+                let then =
+                    AfterTransition::InitProducerId { token, api_version: version, ongoing: NO_ONGOING };
+                self.append_transition(transactional_id, transit, then, &mut out);
+            }
+            Ok(InitStep::Keep(transit, ongoing)) => {
+                tracing::info!(
+                    transactional_id,
+                    producer_id = ongoing.0,
+                    epoch = ongoing.1,
+                    "keeping the prepared transaction (KIP-939)"
+                );
+                let then = AfterTransition::InitProducerId { token, api_version: version, ongoing };
                 self.append_transition(transactional_id, transit, then, &mut out);
             }
             Ok(InitStep::FenceAndAbort) => {
@@ -130,6 +165,7 @@ impl TransactionCoordinator {
         transactional_id: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
+        keep_prepared: bool,
         now_ms: i64,
     ) -> Result<InitStep, ErrorCode> {
         let TransactionCoordinator { txns, producer_ids, .. } = self;
@@ -170,6 +206,10 @@ impl TransactionCoordinator {
                         txn.prepare_increment_epoch(timeout_ms, expected.map(|(_, e)| e), now_ms)?;
                     Ok(InitStep::Write(transit))
                 }
+            }
+            TxnState::Ongoing if keep_prepared => {
+                let ongoing = (txn.producer_id, txn.producer_epoch);
+                Ok(InitStep::Keep(txn.prepare_keep_ongoing(timeout_ms, now_ms)?, ongoing))
             }
             TxnState::Ongoing => Ok(InitStep::FenceAndAbort),
             TxnState::Dead | TxnState::PrepareEpochFence => {

@@ -38,10 +38,14 @@
 //! (the classic protocol every client of the compatibility table speaks): epoch bumps on
 //! InitProducerId fence zombies, an ongoing transaction is aborted (PrepareEpochFence)
 //! when a new producer initialises or the transaction times out, KIP-360 lets a producer
-//! bump its own epoch after an error, and epoch exhaustion rotates the producer id. Not
-//! here: transaction version 2 (KIP-890 part 2, epoch bump per EndTxn), KIP-939
-//! (`keepPreparedTxn`), authorization, and transactional offset commits (the group
-//! coordinator's job; it must learn of markers written to `__consumer_offsets`).
+//! bump its own epoch after an error, and epoch exhaustion rotates the producer id.
+//! Two-phase commit (KIP-939): a producer initialised with `enable_2pc` has its
+//! transactions stored without a timeout, and one initialised with `keep_prepared_txn`
+//! takes over an ongoing transaction under a bumped epoch instead of aborting it, so it
+//! can commit what its crashed predecessor prepared. Not here: transaction version 2
+//! (KIP-890 part 2, epoch bump per EndTxn), authorization, and transactional offset
+//! commits (the group coordinator's job; it must learn of markers written to
+//! `__consumer_offsets`).
 
 mod add;
 mod admin;
@@ -233,6 +237,9 @@ pub struct TxnConfig {
     /// by every Kafka since 0.11) or 1 (flexible, KIP-915; carries the previous producer
     /// id so a KIP-360 retry after exhaustion survives a coordinator move).
     pub transaction_log_value_version: i16,
+    /// `transaction.two.phase.commit.enable` (false): whether InitProducerId may ask for
+    /// two-phase-commit transactions (KIP-939), which never time out.
+    pub two_phase_commit_enable: bool,
 }
 
 impl Default for TxnConfig {
@@ -246,6 +253,7 @@ impl Default for TxnConfig {
             remove_expired_transaction_cleanup_interval_ms: 3_600_000,
             marker_retry_backoff_ms: 100,
             transaction_log_value_version: 0,
+            two_phase_commit_enable: false,
         }
     }
 }

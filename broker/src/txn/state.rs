@@ -319,6 +319,35 @@ impl TxnMetadata {
         )
     }
 
+    /// KIP-939 `keep_prepared_txn`: the ongoing transaction stays Ongoing, with its
+    /// partitions and start time, under the next epoch, which fences the producer that
+    /// wrote it; its markers are later written with the new epoch. Exhausted epochs are
+    /// refused (a new producer id could not complete a transaction written under the old).
+    pub fn prepare_keep_ongoing(
+        &mut self,
+        txn_timeout_ms: i32,
+        now_ms: i64,
+    ) -> Result<TxnTransit, ErrorCode> {
+        debug_assert_eq!(self.state, TxnState::Ongoing);
+        if self.is_epoch_exhausted() {
+            tracing::error!(
+                transactional_id = %self.transactional_id,
+                "producer epochs exhausted: the prepared transaction cannot be kept"
+            );
+            return Err(ErrorCode::UnknownServerError);
+        }
+        Ok(self.prepare(
+            TxnState::Ongoing,
+            self.producer_id,
+            self.producer_epoch + 1,
+            self.producer_epoch,
+            txn_timeout_ms,
+            self.partitions.clone(),
+            self.txn_start_timestamp_ms,
+            now_ms,
+        ))
+    }
+
     /// Kafka's `prepareAddPartitions`: the transaction starts (or continues) with these
     /// partitions added.
     pub fn prepare_add_partitions(&mut self, added: &BTreeSet<TopicPartition>, now_ms: i64) -> TxnTransit {
@@ -396,6 +425,16 @@ impl TxnMetadata {
             }
             TxnState::Ongoing => {
                 debug_assert!(self.partitions.is_subset(&transit.partitions));
+                debug_assert!(
+                    transit.producer_id == self.producer_id
+                        && (transit.producer_epoch == self.producer_epoch
+                            || transit.producer_epoch == self.producer_epoch + 1),
+                    "{}: an ongoing transaction changes its epoch only by one bump (KIP-939)",
+                    self.transactional_id
+                );
+                self.producer_epoch = transit.producer_epoch;
+                self.last_producer_epoch = transit.last_producer_epoch;
+                self.txn_timeout_ms = transit.txn_timeout_ms;
                 self.txn_start_timestamp_ms = transit.txn_start_timestamp_ms;
                 self.partitions.clone_from(&transit.partitions);
             }

@@ -137,6 +137,7 @@ fn txn_config(broker: &Broker) -> TxnConfig {
             "transaction.remove.expired.transaction.cleanup.interval.ms",
         )
         .unwrap_or(d.remove_expired_transaction_cleanup_interval_ms),
+        two_phase_commit_enable: broker.config.transaction_two_phase_commit_enable,
         ..d
     }
 }

@@ -219,6 +219,7 @@ fn oracle_covers_every_codec_version_but_the_known_newer_ones() {
         vec![
             (ApiKey::Fetch, 18),
             (ApiKey::ListOffsets, 10),
+            (ApiKey::InitProducerId, 6),
             (ApiKey::EndTxn, 5),
             (ApiKey::WriteTxnMarkers, 2),
             (ApiKey::AlterPartitionReassignments, 1),

@@ -3,13 +3,14 @@
 //! ListOffsets v10 (KIP-1075, adds `TimeoutMs`), EndTxn v5 (KIP-890, the response
 //! returns the bumped producer id and epoch), Fetch v18 (KIP-1166, the follower's high
 //! watermark as a tagged field), WriteTxnMarkers v2 (KIP-1228, `TransactionVersion`)
-//! and AlterPartitionReassignments v1 (KIP-860, `AllowReplicationFactorChange`).
+//! AlterPartitionReassignments v1 (KIP-860, `AllowReplicationFactorChange`) and
+//! InitProducerId v6 (KIP-939, the two-phase-commit flags and the kept transaction).
 
 use crate::messages::{decode_ours, diff, encode_ours};
 use bytes::Bytes;
 use strata_protocol::codec::Uuid;
 use strata_protocol::messages::{
-    alter_partition_reassignments, end_txn, fetch, list_offsets, write_txn_markers,
+    alter_partition_reassignments, end_txn, fetch, init_producer_id, list_offsets, write_txn_markers,
 };
 use strata_protocol::ApiKey;
 
@@ -409,4 +410,48 @@ fn alter_partition_reassignments_v1_carries_allow_replication_factor_change() {
         }],
     };
     assert_round_trip(ApiKey::AlterPartitionReassignments, 1, bytes, expected);
+}
+
+/// InitProducerId v6 (KIP-939): the request ends with `Enable2Pc` and `KeepPreparedTxn`,
+/// the response with the kept transaction's producer id and epoch.
+#[test]
+fn init_producer_id_v6_carries_the_two_phase_commit_fields() {
+    use init_producer_id::*;
+    let bytes = Raw::default()
+        .compact_str("tx")
+        .i32(60_000) // TransactionTimeoutMs
+        .i64(-1) // ProducerId
+        .i16(-1) // ProducerEpoch
+        .i8(1) // Enable2Pc
+        .i8(1) // KeepPreparedTxn
+        .byte(0)
+        .done();
+    let expected = InitProducerIdRequest {
+        transactional_id: Some("tx".into()),
+        transaction_timeout_ms: 60_000,
+        producer_id: -1,
+        producer_epoch: -1,
+        enable_2pc: true,
+        keep_prepared_txn: true,
+    };
+    assert_round_trip(ApiKey::InitProducerId, 6, bytes, expected);
+
+    let bytes = Raw::default()
+        .i32(0) // ThrottleTimeMs
+        .i16(0) // ErrorCode
+        .i64(1000) // ProducerId
+        .i16(8) // ProducerEpoch
+        .i64(1000) // OngoingTxnProducerId
+        .i16(7) // OngoingTxnProducerEpoch
+        .byte(0)
+        .done();
+    let expected = InitProducerIdResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        producer_id: 1000,
+        producer_epoch: 8,
+        ongoing_txn_producer_id: 1000,
+        ongoing_txn_producer_epoch: 7,
+    };
+    assert_round_trip(ApiKey::InitProducerId, 6, bytes, expected);
 }

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Replays the harness log of `partition` into a new term at `epoch`, through the bytes.
-fn reload(h: &mut Harness, partition: i32, epoch: i32) {
+pub(super) fn reload(h: &mut Harness, partition: i32, epoch: i32) {
     let a = h.c.begin_load(partition, epoch, h.now);
     h.run(a);
     let records: Vec<TxnRecord> =

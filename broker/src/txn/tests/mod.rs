@@ -11,6 +11,7 @@ mod load;
 mod random_ops;
 mod record_format;
 mod timeouts;
+mod two_phase;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use strata_protocol::messages::add_partitions_to_txn::{AddPartitionsToTxnRequest, AddPartitionsToTxnTopic};
@@ -227,10 +228,31 @@ impl Harness {
             transaction_timeout_ms: timeout_ms,
             producer_id: pid_epoch.0,
             producer_epoch: pid_epoch.1,
+            ..Default::default()
         };
         let a = self.c.init_producer_id(&meta, &request, self.now);
         self.run(a);
         meta.token
+    }
+
+    /// InitProducerId v6 (KIP-939) with the two-phase-commit flags; its response.
+    pub fn init_2pc(
+        &mut self,
+        id: &str,
+        enable_2pc: bool,
+        keep_prepared_txn: bool,
+    ) -> InitProducerIdResponse {
+        let meta = self.meta(6);
+        let request = InitProducerIdRequest {
+            transactional_id: Some(id.to_owned()),
+            transaction_timeout_ms: TIMEOUT_MS,
+            enable_2pc,
+            keep_prepared_txn,
+            ..Default::default()
+        };
+        let a = self.c.init_producer_id(&meta, &request, self.now);
+        self.run(a);
+        self.init_response(meta.token)
     }
 
     /// InitProducerId v4 without KIP-360 fields; returns (producer id, epoch) or panics.
