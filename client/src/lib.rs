@@ -24,6 +24,7 @@ pub mod connection;
 pub mod consumer_protocol;
 pub mod error;
 pub mod metadata;
+pub mod stream;
 pub mod types;
 
 pub use client::{Client, CoordinatorKind};
