@@ -15,6 +15,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use strata_protocol::header::{decode_response, encode_request};
 use strata_protocol::messages::add_offsets_to_txn::AddOffsetsToTxnRequest;
+use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
 use strata_protocol::messages::end_txn::EndTxnRequest;
 use strata_protocol::messages::init_producer_id::InitProducerIdRequest;
 use strata_protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchRequestTopic};
@@ -63,6 +64,27 @@ impl Conn {
             bail!("correlation id {correlation_id}, expected {}", self.correlation_id);
         }
         Ok(response)
+    }
+
+    /// Creates [`TOPIC`] (offsets are committed only for topics that exist).
+    fn create_topic(&mut self) -> Result<()> {
+        let body = RequestBody::CreateTopics(CreateTopicsRequest {
+            topics: vec![CreatableTopic {
+                name: TOPIC.into(),
+                num_partitions: 1,
+                replication_factor: -1,
+                ..Default::default()
+            }],
+            timeout_ms: 10_000,
+            ..Default::default()
+        });
+        let ResponseBody::CreateTopics(r) = self.call(ApiKey::CreateTopics, 5, body)? else {
+            bail!("not a CreateTopics response");
+        };
+        match code(r.topics[0].error_code)? {
+            ErrorCode::None | ErrorCode::TopicAlreadyExists => Ok(()),
+            other => bail!("CreateTopics answered {other:?}"),
+        }
     }
 
     /// InitProducerId for [`TXN_ID`], retried while the transaction coordinator loads.
@@ -182,6 +204,7 @@ fn a_txn_offset_commit_needs_the_group_in_the_ongoing_transaction() -> Result<()
     let broker =
         BrokerProcess::start(&["offsets.topic.num.partitions=3", "transaction.state.log.num.partitions=3"])?;
     let mut c = Conn::connect(&broker)?;
+    c.create_topic()?;
     let (pid, epoch) = c.init_producer()?;
 
     // No AddOffsetsToTxn: there is no ongoing transaction to commit the offsets in.
@@ -225,6 +248,7 @@ fn offsets_committed_in_transactions_stay_bounded_and_survive_kill_9() -> Result
         "log.cleaner.delete.retention.ms=0",
     ])?;
     let mut c = Conn::connect(&broker)?;
+    c.create_topic()?;
     let (pid, epoch) = c.init_producer()?;
     let mut last_committed = -1;
     for i in 0..TRANSACTIONS {

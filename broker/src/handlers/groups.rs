@@ -11,7 +11,13 @@ use crate::group_service::{next_token, GroupRequest};
 use crate::txn::verification_error_for_client;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use strata_protocol::messages::txn_offset_commit::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use strata_protocol::messages::offset_commit::{
+    OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use strata_protocol::messages::txn_offset_commit::{
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+};
 use strata_protocol::{ErrorCode, RequestBody, RequestHeader, ResponseBody};
 
 /// Forwards a group request; `None` if the coordinator task is gone (shutdown).
@@ -27,6 +33,10 @@ pub async fn handle(
     if let Err(code) = broker.groups().ensure_topic().await {
         tracing::debug!(error = code.name(), "__consumer_offsets not available yet");
     }
+    let (body, unknown) = split_unknown_topics(broker, body);
+    if let Some(answer) = unknown.answer_alone(&body) {
+        return Some(answer);
+    }
     let request = match body {
         RequestBody::JoinGroup(r) => GroupRequest::Join(r),
         RequestBody::SyncGroup(r) => GroupRequest::Sync(r),
@@ -40,7 +50,7 @@ pub async fn handle(
         RequestBody::OffsetDelete(r) => GroupRequest::OffsetDelete(r),
         RequestBody::TxnOffsetCommit(r) => {
             match verify_txn_offset_commit(broker, header.api_version, &r).await {
-                Some(refused) => return Some(refused.into()),
+                Some(refused) => return Some(unknown.merge_into(refused.into())),
                 None => GroupRequest::TxnCommit(r),
             }
         }
@@ -52,7 +62,95 @@ pub async fn handle(
         client_id: header.client_id.clone().unwrap_or_default(),
         client_host: format!("/{}", peer.ip()),
     };
-    broker.groups().call(meta, request).await
+    let response = broker.groups().call(meta, request).await?;
+    Some(unknown.merge_into(response))
+}
+
+/// The topics of an OffsetCommit or TxnOffsetCommit that do not exist, answered
+/// UNKNOWN_TOPIC_OR_PARTITION per partition as Kafka's request handler does before the
+/// coordinator sees the request (which then gets only the topics that exist).
+enum UnknownTopics {
+    None,
+    Commit(Vec<OffsetCommitResponseTopic>),
+    TxnCommit(Vec<TxnOffsetCommitResponseTopic>),
+}
+
+fn split_unknown_topics(broker: &Broker, body: RequestBody) -> (RequestBody, UnknownTopics) {
+    let image = broker.metadata.current();
+    let unknown = ErrorCode::UnknownTopicOrPartition.code();
+    match body {
+        RequestBody::OffsetCommit(mut r) if r.topics.iter().any(|t| image.topic(&t.name).is_none()) => {
+            let (known, missing): (Vec<_>, Vec<_>) =
+                r.topics.into_iter().partition(|t| image.topic(&t.name).is_some());
+            r.topics = known;
+            let missing = missing
+                .into_iter()
+                .map(|t| OffsetCommitResponseTopic {
+                    name: t.name,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| OffsetCommitResponsePartition {
+                            partition_index: p.partition_index,
+                            error_code: unknown,
+                        })
+                        .collect(),
+                })
+                .collect();
+            (RequestBody::OffsetCommit(r), UnknownTopics::Commit(missing))
+        }
+        RequestBody::TxnOffsetCommit(mut r) if r.topics.iter().any(|t| image.topic(&t.name).is_none()) => {
+            let (known, missing): (Vec<_>, Vec<_>) =
+                r.topics.into_iter().partition(|t| image.topic(&t.name).is_some());
+            r.topics = known;
+            let missing = missing
+                .into_iter()
+                .map(|t| TxnOffsetCommitResponseTopic {
+                    name: t.name,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| TxnOffsetCommitResponsePartition {
+                            partition_index: p.partition_index,
+                            error_code: unknown,
+                        })
+                        .collect(),
+                })
+                .collect();
+            (RequestBody::TxnOffsetCommit(r), UnknownTopics::TxnCommit(missing))
+        }
+        body => (body, UnknownTopics::None),
+    }
+}
+
+impl UnknownTopics {
+    /// The whole answer when no topic of the request exists (the coordinator is not asked).
+    fn answer_alone(&self, body: &RequestBody) -> Option<ResponseBody> {
+        match (self, body) {
+            (UnknownTopics::Commit(t), RequestBody::OffsetCommit(r)) if r.topics.is_empty() => {
+                Some(OffsetCommitResponse { topics: t.clone(), ..Default::default() }.into())
+            }
+            (UnknownTopics::TxnCommit(t), RequestBody::TxnOffsetCommit(r)) if r.topics.is_empty() => {
+                Some(TxnOffsetCommitResponse { topics: t.clone(), ..Default::default() }.into())
+            }
+            _ => None,
+        }
+    }
+
+    /// The coordinator's answer with the unknown topics' errors added.
+    fn merge_into(self, response: ResponseBody) -> ResponseBody {
+        match (self, response) {
+            (UnknownTopics::Commit(t), ResponseBody::OffsetCommit(mut r)) => {
+                r.topics.extend(t);
+                r.into()
+            }
+            (UnknownTopics::TxnCommit(t), ResponseBody::TxnOffsetCommit(mut r)) => {
+                r.topics.extend(t);
+                r.into()
+            }
+            (_, response) => response,
+        }
+    }
 }
 
 /// KIP-890 part 1, as Kafka's group coordinator does it: a transactional offset commit
