@@ -85,39 +85,49 @@ impl Admin {
         isolation: IsolationLevel,
     ) -> Vec<(TopicPartition, Result<ListedOffset>)> {
         let keys = partitions.to_vec();
-        let results = self
-            .per_item(keys.clone(), &[ErrorCode::UnknownTopicOrPartition], |pending| {
-                self.leader_round(
-                    pending,
-                    offset_key_tp,
-                    move |group| {
-                        let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
-                        for (tp, spec) in group {
-                            topics.entry(&tp.topic).or_default().push(ListOffsetsPartition {
-                                partition_index: tp.partition,
-                                current_leader_epoch: -1,
-                                timestamp: spec.timestamp(),
-                                max_num_offsets: 1,
-                            });
-                        }
-                        RequestBody::ListOffsets(ListOffsetsRequest {
-                            replica_id: -1,
-                            isolation_level: isolation.as_i8(),
-                            topics: topics
-                                .into_iter()
-                                .map(|(name, partitions)| ListOffsetsTopic {
-                                    name: name.to_string(),
-                                    partitions,
-                                })
-                                .collect(),
-                            timeout_ms: 0,
-                        })
-                    },
-                    split_list_offsets,
-                )
-            })
-            .await;
+        // A request names each partition once (Kafka refuses duplicates): several specs
+        // for one partition go in successive layers.
+        let mut results = Vec::with_capacity(keys.len());
+        for layer in layers(&keys) {
+            results.extend(self.list_offsets_once(layer, isolation).await);
+        }
         in_order(keys, results).into_iter().map(|((tp, _), r)| (tp, r)).collect()
+    }
+
+    /// [`Admin::list_offsets`] of items that name each partition once.
+    async fn list_offsets_once(
+        &self,
+        keys: Vec<OffsetKey>,
+        isolation: IsolationLevel,
+    ) -> Vec<(OffsetKey, Result<ListedOffset>)> {
+        self.per_item(keys.clone(), &[ErrorCode::UnknownTopicOrPartition], |pending| {
+            self.leader_round(
+                pending,
+                offset_key_tp,
+                move |group| {
+                    let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
+                    for (tp, spec) in group {
+                        topics.entry(&tp.topic).or_default().push(ListOffsetsPartition {
+                            partition_index: tp.partition,
+                            current_leader_epoch: -1,
+                            timestamp: spec.timestamp(),
+                            max_num_offsets: 1,
+                        });
+                    }
+                    RequestBody::ListOffsets(ListOffsetsRequest {
+                        replica_id: -1,
+                        isolation_level: isolation.as_i8(),
+                        topics: topics
+                            .into_iter()
+                            .map(|(name, partitions)| ListOffsetsTopic { name: name.to_string(), partitions })
+                            .collect(),
+                        timeout_ms: 0,
+                    })
+                },
+                split_list_offsets,
+            )
+        })
+        .await
     }
 
     /// Deletes the records of each partition before the given offset (DeleteRecords, to
@@ -159,6 +169,18 @@ impl Admin {
             .await;
         in_order(keys, results).into_iter().map(|((tp, _), r)| (tp, r)).collect()
     }
+}
+
+/// `keys` split so that no partition appears twice in a layer, order kept within each.
+fn layers(keys: &[OffsetKey]) -> Vec<Vec<OffsetKey>> {
+    let mut layers: Vec<Vec<OffsetKey>> = Vec::new();
+    for key in keys {
+        match layers.iter_mut().find(|l| !l.iter().any(|(tp, _)| *tp == key.0)) {
+            Some(layer) => layer.push(key.clone()),
+            None => layers.push(vec![key.clone()]),
+        }
+    }
+    layers
 }
 
 fn split_list_offsets(
@@ -218,6 +240,23 @@ mod tests {
     use strata_protocol::messages::list_offsets::{
         ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
     };
+
+    #[test]
+    fn a_partition_asked_twice_goes_in_separate_requests() {
+        let a = TopicPartition::new("t", 0);
+        let b = TopicPartition::new("t", 1);
+        let keys = [
+            (a.clone(), OffsetSpec::Earliest),
+            (b.clone(), OffsetSpec::Latest),
+            (a.clone(), OffsetSpec::Latest),
+            (a.clone(), OffsetSpec::MaxTimestamp),
+        ];
+        let l = layers(&keys);
+        assert_eq!(l.len(), 3);
+        assert_eq!(l[0], vec![keys[0].clone(), keys[1].clone()]);
+        assert_eq!(l[1], vec![keys[2].clone()]);
+        assert_eq!(l[2], vec![keys[3].clone()]);
+    }
 
     #[test]
     fn answers_are_matched_to_what_was_asked_with_errors_per_partition() {
