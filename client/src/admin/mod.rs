@@ -282,7 +282,7 @@ impl Admin {
         items: Vec<K>,
         topic_partition: fn(&K) -> (&str, i32),
         build: impl Fn(&[K]) -> RequestBody,
-        split: fn(ResponseBody, &[K]) -> Result<Vec<(K, Result<T>)>>,
+        split: Split<K, T>,
     ) -> Vec<(K, Result<T>)>
     where
         K: Clone + Send + 'static,
@@ -317,6 +317,12 @@ impl Admin {
         results
     }
 }
+
+/// Splits a broker's answer back into per-item results for the items it was asked.
+type Split<K, T> = fn(ResponseBody, &[K]) -> Result<PerItem<K, T>>;
+
+/// One result per item.
+type PerItem<K, T> = Vec<(K, Result<T>)>;
 
 /// The error a response carries in `code` and `message`, if any.
 fn check_code(code: i16, message: Option<&str>) -> Result<()> {

@@ -216,7 +216,7 @@ fn split_list_offsets(
 fn split_delete_records(
     body: ResponseBody,
     asked: &[(TopicPartition, i64)],
-) -> Result<Vec<((TopicPartition, i64), Result<i64>)>> {
+) -> Result<super::PerItem<(TopicPartition, i64), i64>> {
     let ResponseBody::DeleteRecords(r) = body else {
         return Err(wrong_api(ApiKey::DeleteRecords));
     };
