@@ -9,7 +9,7 @@ use strata_protocol::messages::describe_configs::{DescribeConfigsRequest, Descri
 use strata_protocol::messages::incremental_alter_configs::{
     AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
 };
-use strata_protocol::{ApiKey, RequestBody, ResponseBody};
+use strata_protocol::{ApiKey, ErrorCode, RequestBody, ResponseBody};
 
 /// The kind of thing a config belongs to, with Kafka's wire values.
 ///
@@ -203,14 +203,15 @@ impl Admin {
     }
 
     /// Describes the configs of `resources` (DescribeConfigs): topics to any broker, a
-    /// broker's to that broker. One result per resource, in request order.
+    /// broker's to that broker. One result per resource, in request order;
+    /// UNKNOWN_TOPIC_OR_PARTITION at once for a topic that does not exist.
     pub async fn describe_configs(
         &self,
         resources: &[ConfigResource],
     ) -> Vec<(ConfigResource, Result<Vec<ConfigEntry>>)> {
         let keys = resources.to_vec();
         let results = self
-            .per_item(keys.clone(), &[], |pending| async move {
+            .per_item(keys.clone(), &[ErrorCode::UnknownTopicOrPartition], |pending| async move {
                 let mut out = Vec::new();
                 for (broker, group) in per_broker(pending) {
                     let request = DescribeConfigsRequest {
@@ -280,7 +281,7 @@ impl Admin {
         let ops = &ops;
         let keys: Vec<ConfigResource> = changes.iter().map(|(r, _)| r.clone()).collect();
         let results = self
-            .per_item(keys.clone(), &[], |pending| async move {
+            .per_item(keys.clone(), &[ErrorCode::UnknownTopicOrPartition], |pending| async move {
                 let mut out = Vec::new();
                 for (broker, group) in per_broker(pending) {
                     let request = IncrementalAlterConfigsRequest {

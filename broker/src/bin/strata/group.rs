@@ -122,6 +122,10 @@ async fn describe(admin: &Admin, format: Format, group: &str) -> Result<()> {
         "offsets": rows,
     });
     emit(format, doc, || {
+        if d.state == "Dead" && rows.is_empty() {
+            println!("Consumer group '{}' does not exist.", d.group_id);
+            return;
+        }
         println!(
             "Group: {}\tState: {}\tProtocol: {}\tCoordinator: {}\tMembers: {}",
             d.group_id,

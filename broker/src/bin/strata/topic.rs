@@ -75,11 +75,18 @@ fn report(format: Format, results: Vec<(String, strata_client::Result<()>)>, ver
 async fn describe(client: &Client, format: Format, names: &[String]) -> Result<()> {
     let admin = client.admin();
     let described = admin.describe_topics(names).await?;
-    let resources: Vec<ConfigResource> = names.iter().map(ConfigResource::topic).collect();
-    let configs = admin.describe_configs(&resources).await;
+    // Configs only of the topics that exist.
+    let resources: Vec<ConfigResource> =
+        described.iter().filter(|(_, d)| d.is_ok()).map(|(n, _)| ConfigResource::topic(n)).collect();
+    let mut configs: std::collections::HashMap<String, Vec<strata_client::admin::ConfigEntry>> = admin
+        .describe_configs(&resources)
+        .await
+        .into_iter()
+        .filter_map(|(r, c)| c.ok().map(|c| (r.name, c)))
+        .collect();
     let mut docs = Vec::new();
     let mut failed = 0;
-    for ((name, d), (_, c)) in described.into_iter().zip(configs) {
+    for (name, d) in described {
         let d = match d {
             Ok(d) => d,
             Err(e) => {
@@ -92,7 +99,8 @@ async fn describe(client: &Client, format: Format, names: &[String]) -> Result<(
             }
         };
         // The configs set on the topic, as Kafka's tool shows them.
-        let overrides: Vec<(String, String)> = c
+        let overrides: Vec<(String, String)> = configs
+            .remove(&name)
             .unwrap_or_default()
             .into_iter()
             .filter(|e| e.source == ConfigSource::DynamicTopic)
