@@ -314,6 +314,20 @@ impl Admin {
                 Err(e) => tracing::warn!(error = %e, "a leader request task failed"),
             }
         }
+        // A leader that moved: describe those topics again, so the next round (if the
+        // error is retried) groups by the new leaders.
+        let mut stale: Vec<String> = results
+            .iter()
+            .filter(|(_, r)| r.as_ref().err().is_some_and(Error::refreshes_metadata))
+            .map(|(k, _)| topic_partition(k).0.to_string())
+            .collect();
+        stale.sort();
+        stale.dedup();
+        if !stale.is_empty() {
+            if let Err(e) = self.client.refresh_metadata(&stale).await {
+                tracing::debug!(error = %e, "metadata refresh after a leader error failed");
+            }
+        }
         results
     }
 }
@@ -335,4 +349,39 @@ fn check_code(code: i16, message: Option<&str>) -> Result<()> {
 /// The response of the wrong API, which a correct broker never sends.
 fn wrong_api(api: ApiKey) -> Error {
     Error::protocol("?", format!("{} answered with another API", api.name()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::topics::in_order;
+    use super::*;
+
+    #[test]
+    fn retriable_errors_are_retried_unless_final_for_the_operation() {
+        let not_leader: Result<()> = Err(Error::kafka(ErrorCode::NotLeaderOrFollower));
+        let unknown: Result<()> = Err(Error::kafka(ErrorCode::UnknownTopicOrPartition));
+        let exists: Result<()> = Err(Error::kafka(ErrorCode::TopicAlreadyExists));
+        let lost: Result<()> = Err(Error::connection("h:1", "reset"));
+        assert!(worth_retrying(&not_leader, &[]));
+        assert!(worth_retrying(&unknown, &[]));
+        assert!(!worth_retrying(&unknown, &[ErrorCode::UnknownTopicOrPartition]), "final here");
+        assert!(!worth_retrying(&exists, &[]));
+        assert!(worth_retrying(&lost, &[ErrorCode::UnknownTopicOrPartition]), "no code: retried");
+        assert!(!worth_retrying(&Ok(()), &[]));
+    }
+
+    #[test]
+    fn results_come_back_in_the_order_asked() {
+        let results: Vec<(&str, Result<i32>)> = vec![("c", Ok(3)), ("a", Ok(1)), ("b", Err(Error::Closed))];
+        let ordered = in_order(vec!["a", "b", "c"], results);
+        let keys: Vec<&str> = ordered.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["a", "b", "c"]);
+        assert!(ordered[1].1.is_err());
+        let extra = in_order(vec!["a"], vec![("z", Ok(0)), ("a", Ok(1))]);
+        assert_eq!(
+            extra.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            ["a", "z"],
+            "unasked answers kept last"
+        );
+    }
 }
