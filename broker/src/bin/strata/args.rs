@@ -41,7 +41,7 @@ pub struct BrokerArgs {
 pub enum Command {
     /// Run the broker (the same as giving no subcommand).
     Broker(BrokerArgs),
-    /// Create, list, describe, delete topics and alter their configs.
+    /// Create, list, describe, grow and delete topics and alter their configs.
     Topic {
         /// Connection and output.
         #[command(flatten)]
