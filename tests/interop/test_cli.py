@@ -103,12 +103,7 @@ def test_topics_are_created_listed_described_altered_and_deleted(broker):
 
 
 def committed(broker, group: str, topic: str, partitions: int) -> list[int]:
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "log_level": 4})
-    try:
-        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
-        return [tp.offset for tp in got]
-    finally:
-        c.close()
+    return committed_at(broker.bootstrap, group, topic, partitions)
 
 
 def test_a_group_with_a_live_consumer_is_described_and_its_offsets_reset(broker):
@@ -203,3 +198,69 @@ def test_bad_command_lines_exit_with_status_2(broker):
         p = strata(broker, *args, check=False)
         assert p.returncode == 2, f"{args}: {p.returncode}\n{p.stderr}"
         assert p.stderr
+
+
+def strata_at(bootstrap: str, *args: str) -> dict | list:
+    p = subprocess.run([str(strata_bin()), *args, "-b", bootstrap, "--format", "json"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, f"strata {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
+    return json.loads(p.stdout)
+
+
+def test_the_tools_find_leaders_and_coordinators_across_a_three_node_cluster(cluster_factory):
+    c = cluster_factory()
+    # Only node 0 as bootstrap: the tools learn the others and send each request where it belongs.
+    b0 = c.nodes[0].bootstrap
+    info = strata_at(b0, "cluster", "info")
+    assert sorted(b["id"] for b in info["brokers"]) == [0, 1, 2]
+    assert info["controller_id"] in (0, 1, 2)
+
+    t = util.unique_topic("cli-rf3")
+    strata_at(b0, "topic", "create", t, "--partitions", "6", "--replication-factor", "3")
+
+    def fully_replicated():
+        [d] = strata_at(b0, "topic", "describe", t)
+        return d if all(len(p["isr"]) == 3 for p in d["partitions"]) and len(d["partitions"]) == 6 else None
+
+    d = wait_until(fully_replicated, 30, "every partition with three in-sync replicas")
+    assert all(sorted(p["replicas"]) == [0, 1, 2] for p in d["partitions"])
+    leaders = {p["partition"]: p["leader"] for p in d["partitions"]}
+    recs = [util.Rec(key=None, value=b"v%d" % i, partition=i % 6) for i in range(60)]
+    util.confluent_produce(c.bootstrap, t, recs)
+
+    # Twelve groups commit offsets (no membership); they hash to coordinators on several nodes.
+    groups = [util.unique_topic("cli-g") for _ in range(12)]
+    for i, g in enumerate(groups):
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": g, "log_level": 4})
+        try:
+            consumer.commit(offsets=[TopicPartition(t, i % 6, 2)], asynchronous=False)
+        finally:
+            consumer.close()
+    listed = {g["group"]: g for g in strata_at(b0, "group", "list")}
+    assert set(groups) <= set(listed)
+    coordinators = set()
+    for i, g in enumerate(groups):
+        d = strata_at(b0, "group", "describe", g)
+        assert d["coordinator"] == listed[g]["coordinator"]
+        coordinators.add(d["coordinator"])
+        # The committed offset is read from the coordinator, the log end from the leader.
+        assert [(r["partition"], r["current_offset"], r["log_end_offset"], r["lag"]) for r in d["offsets"]] == [
+            (i % 6, 2, 10, 8)
+        ]
+    assert len(coordinators) > 1, f"twelve groups all on one coordinator: {coordinators}"
+    assert len(set(leaders.values())) > 1, f"leaders all on one node: {leaders}"
+
+    g = groups[0]
+    plan = strata_at(b0, "group", "reset-offsets", g, "--topic", t, "--to-latest", "--execute")
+    assert sorted((o["partition"], o["offset"]) for o in plan["offsets"]) == [(p, 10) for p in range(6)]
+    assert committed_at(c.bootstrap, g, t, 6) == [10] * 6
+    strata_at(b0, "topic", "delete", t)
+    wait_until(lambda: t not in strata_at(b0, "topic", "list"), 20, "topic gone")
+
+
+def committed_at(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 4})
+    try:
+        return [tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)]
+    finally:
+        c.close()

@@ -351,8 +351,11 @@ async fn a_group_with_a_live_member_is_described_and_its_offsets_are_managed_onc
     assert_eq!((g1.protocol_type.as_str(), g1.coordinator), ("consumer", 0));
     assert_eq!(g1.state.as_deref(), Some("Stable"));
 
-    let described = admin.describe_groups(&["g1".to_string()]).await;
-    let d = described[0].1.as_ref().expect("described");
+    let described = admin.describe_groups(&["nobody".to_string(), "g1".to_string()]).await;
+    assert_eq!(described.iter().map(|(g, _)| g.as_str()).collect::<Vec<_>>(), ["nobody", "g1"]);
+    let nobody = described[0].1.as_ref().expect("a missing group is described");
+    assert_eq!((nobody.state.as_str(), nobody.members.len()), ("Dead", 0));
+    let d = described[1].1.as_ref().expect("described");
     assert_eq!((d.state.as_str(), d.protocol.as_str(), d.coordinator), ("Stable", "range", 0));
     assert_eq!(d.members.len(), 1);
     assert_eq!(d.members[0].member_id, member_id);

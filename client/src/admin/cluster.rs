@@ -225,62 +225,31 @@ impl Admin {
         Ok(out)
     }
 
-    /// Describes transactions (DescribeTransactions, to each id's coordinator); one
-    /// result per id, TRANSACTIONAL_ID_NOT_FOUND for an unknown one.
+    /// Describes transactions (DescribeTransactions, one request per coordinator); one
+    /// result per id, in request order, TRANSACTIONAL_ID_NOT_FOUND for an unknown one.
     pub async fn describe_transactions(
         &self,
         ids: &[String],
     ) -> Vec<(String, Result<TransactionDescription>)> {
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            let request = DescribeTransactionsRequest { transactional_ids: vec![id.clone()] };
-            let described = self
-                .call_coordinator(
+        let keys = ids.to_vec();
+        let results = self
+            .per_item(keys.clone(), &[], |pending| {
+                self.coordinator_round(
                     CoordinatorKind::Transaction,
-                    id,
-                    RequestBody::DescribeTransactions(request),
-                    |body| {
-                        let ResponseBody::DescribeTransactions(r) = body else {
-                            return Err(wrong_api(ApiKey::DescribeTransactions));
-                        };
-                        let t = r
-                            .transaction_states
-                            .into_iter()
-                            .next()
-                            .ok_or_else(|| Error::protocol("?", "no transaction described"))?;
-                        check_code(t.error_code, None)?;
-                        Ok(t)
+                    pending,
+                    |ids| {
+                        RequestBody::DescribeTransactions(DescribeTransactionsRequest {
+                            transactional_ids: ids.to_vec(),
+                        })
                     },
+                    split_transactions,
                 )
-                .await;
-            let described =
-                match described {
-                    Ok(t) => self.client.coordinator(CoordinatorKind::Transaction, id).await.map(
-                        |(coordinator, _)| TransactionDescription {
-                            transactional_id: t.transactional_id,
-                            state: t.transaction_state,
-                            timeout_ms: t.transaction_timeout_ms,
-                            start_time_ms: t.transaction_start_time_ms,
-                            producer_id: t.producer_id,
-                            producer_epoch: t.producer_epoch,
-                            partitions: t
-                                .topics
-                                .into_iter()
-                                .flat_map(|d| {
-                                    let topic = d.topic;
-                                    d.partitions
-                                        .into_iter()
-                                        .map(move |p| TopicPartition::new(topic.clone(), p))
-                                })
-                                .collect(),
-                            coordinator,
-                        },
-                    ),
-                    Err(e) => Err(e),
-                };
-            out.push((id.clone(), described));
-        }
-        out
+            })
+            .await;
+        super::topics::in_order(keys, results)
+            .into_iter()
+            .map(|(k, r)| (k, r.map(|(coordinator, t)| TransactionDescription { coordinator, ..t })))
+            .collect()
     }
 
     /// Elects leaders (ElectLeaders, KIP-460, to the controller) of `partitions`, or of
@@ -331,6 +300,39 @@ impl Admin {
         )
         .await
     }
+}
+
+fn split_transactions(
+    body: ResponseBody,
+    asked: &[String],
+) -> Result<Vec<(String, Result<TransactionDescription>)>> {
+    let ResponseBody::DescribeTransactions(r) = body else {
+        return Err(wrong_api(ApiKey::DescribeTransactions));
+    };
+    Ok(r.transaction_states
+        .into_iter()
+        .filter(|t| asked.contains(&t.transactional_id))
+        .map(|t| {
+            let described = check_code(t.error_code, None).map(|_| TransactionDescription {
+                transactional_id: t.transactional_id.clone(),
+                state: t.transaction_state,
+                timeout_ms: t.transaction_timeout_ms,
+                start_time_ms: t.transaction_start_time_ms,
+                producer_id: t.producer_id,
+                producer_epoch: t.producer_epoch,
+                partitions: t
+                    .topics
+                    .into_iter()
+                    .flat_map(|d| {
+                        let topic = d.topic;
+                        d.partitions.into_iter().map(move |p| TopicPartition::new(topic.clone(), p))
+                    })
+                    .collect(),
+                coordinator: -1,
+            });
+            (t.transactional_id, described)
+        })
+        .collect())
 }
 
 fn split_describe_producers(

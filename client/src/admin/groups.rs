@@ -1,5 +1,6 @@
 //! Consumer groups: list, describe, delete, and their committed offsets.
 
+use super::topics::in_order;
 use super::{check_code, wrong_api, Admin};
 use crate::client::CoordinatorKind;
 use crate::consumer_protocol::{Assignment, PROTOCOL_TYPE};
@@ -123,63 +124,30 @@ impl Admin {
         Ok(groups)
     }
 
-    /// Describes `groups` (DescribeGroups, to each group's coordinator), with the
-    /// members' assignments decoded. One result per group, in request order.
+    /// Describes `groups` (DescribeGroups, one request per coordinator), with the
+    /// members' assignments decoded. One result per group, in request order; a group
+    /// that does not exist is described as `Dead` with no members, as Kafka does.
     pub async fn describe_groups(&self, groups: &[String]) -> Vec<(String, Result<GroupDescription>)> {
-        let mut out = Vec::with_capacity(groups.len());
-        for group in groups {
-            let request =
-                DescribeGroupsRequest { groups: vec![group.clone()], include_authorized_operations: false };
-            let described = self
-                .call_coordinator(
-                    CoordinatorKind::Group,
-                    group,
-                    RequestBody::DescribeGroups(request),
-                    |body| {
-                        let ResponseBody::DescribeGroups(r) = body else {
-                            return Err(wrong_api(ApiKey::DescribeGroups));
-                        };
-                        let g = r
-                            .groups
-                            .into_iter()
-                            .next()
-                            .ok_or_else(|| Error::protocol("?", "no group described"))?;
-                        check_code(g.error_code, None)?;
-                        Ok(g)
-                    },
-                )
-                .await;
-            let described = match described {
-                Ok(g) => match self.client.coordinator(CoordinatorKind::Group, group).await {
-                    Ok((id, _)) => Ok(description(g, id)),
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            };
-            out.push((group.clone(), described));
-        }
-        out
+        let keys = groups.to_vec();
+        let results = self
+            .per_item(keys.clone(), &[], |pending| {
+                self.coordinator_round(CoordinatorKind::Group, pending, describe_request, split_described)
+            })
+            .await;
+        in_order(keys, results).into_iter().map(|(k, r)| (k, r.map(|(id, g)| description(g, id)))).collect()
     }
 
-    /// Deletes `groups` with their committed offsets (DeleteGroups, to each coordinator);
-    /// NON_EMPTY_GROUP for a group with members, GROUP_ID_NOT_FOUND for none.
+    /// Deletes `groups` with their committed offsets (DeleteGroups, one request per
+    /// coordinator); NON_EMPTY_GROUP for a group with members, GROUP_ID_NOT_FOUND for one
+    /// that does not exist.
     pub async fn delete_groups(&self, groups: &[String]) -> Vec<(String, Result<()>)> {
-        let mut out = Vec::with_capacity(groups.len());
-        for group in groups {
-            let request = DeleteGroupsRequest { groups_names: vec![group.clone()] };
-            let result = self
-                .call_coordinator(CoordinatorKind::Group, group, RequestBody::DeleteGroups(request), |body| {
-                    let ResponseBody::DeleteGroups(r) = body else {
-                        return Err(wrong_api(ApiKey::DeleteGroups));
-                    };
-                    let g =
-                        r.results.first().ok_or_else(|| Error::protocol("?", "no group in the answer"))?;
-                    check_code(g.error_code, None)
-                })
-                .await;
-            out.push((group.clone(), result));
-        }
-        out
+        let keys = groups.to_vec();
+        let results = self
+            .per_item(keys.clone(), &[], |pending| {
+                self.coordinator_round(CoordinatorKind::Group, pending, delete_request, split_deleted)
+            })
+            .await;
+        in_order(keys, results).into_iter().map(|(k, r)| (k, r.map(|_| ()))).collect()
     }
 
     /// The group's committed offsets (OffsetFetch, to its coordinator): of `partitions`,
@@ -323,6 +291,39 @@ impl Admin {
         })
         .await
     }
+}
+
+fn describe_request(groups: &[String]) -> RequestBody {
+    RequestBody::DescribeGroups(DescribeGroupsRequest {
+        groups: groups.to_vec(),
+        include_authorized_operations: false,
+    })
+}
+
+fn split_described(body: ResponseBody, asked: &[String]) -> Result<Vec<(String, Result<DescribedGroup>)>> {
+    let ResponseBody::DescribeGroups(r) = body else {
+        return Err(wrong_api(ApiKey::DescribeGroups));
+    };
+    Ok(r.groups
+        .into_iter()
+        .filter(|g| asked.contains(&g.group_id))
+        .map(|g| (g.group_id.clone(), check_code(g.error_code, None).map(|_| g)))
+        .collect())
+}
+
+fn delete_request(groups: &[String]) -> RequestBody {
+    RequestBody::DeleteGroups(DeleteGroupsRequest { groups_names: groups.to_vec() })
+}
+
+fn split_deleted(body: ResponseBody, asked: &[String]) -> Result<Vec<(String, Result<()>)>> {
+    let ResponseBody::DeleteGroups(r) = body else {
+        return Err(wrong_api(ApiKey::DeleteGroups));
+    };
+    Ok(r.results
+        .into_iter()
+        .filter(|g| asked.contains(&g.group_id))
+        .map(|g| (g.group_id, check_code(g.error_code, None)))
+        .collect())
 }
 
 /// Codes after which a coordinator request is sent again, to the coordinator found anew.

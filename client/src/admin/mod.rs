@@ -274,6 +274,48 @@ impl Admin {
         (groups, failed)
     }
 
+    /// One round of a request about several groups (or transactional ids) to their
+    /// coordinators: the keys grouped by coordinator, one request per coordinator sent at
+    /// once, each answer split back per key by `split`, with the coordinator's node id.
+    /// A key whose coordinator moved is forgotten, so the next round looks it up again.
+    async fn coordinator_round<T: Send + 'static>(
+        &self,
+        kind: CoordinatorKind,
+        keys: Vec<String>,
+        build: fn(&[String]) -> RequestBody,
+        split: Split<String, T>,
+    ) -> PerItem<String, (i32, T)> {
+        let mut results: PerItem<String, (i32, T)> = Vec::new();
+        let mut groups: BTreeMap<i32, (Connection, Vec<String>)> = BTreeMap::new();
+        for key in keys {
+            match self.client.coordinator(kind, &key).await {
+                Ok((id, conn)) => groups.entry(id).or_insert_with(|| (conn, Vec::new())).1.push(key),
+                Err(e) => results.push((key, Err(e))),
+            }
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (id, (conn, keys)) in groups {
+            tasks.spawn(async move {
+                match conn.call(build(&keys)).await.and_then(|r| split(r, &keys)) {
+                    Ok(r) => r.into_iter().map(|(k, r)| (k, r.map(|t| (id, t)))).collect::<Vec<_>>(),
+                    Err(e) => keys.into_iter().map(|k| (k, Err(e.clone()))).collect(),
+                }
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(r) => results.extend(r),
+                Err(e) => tracing::warn!(error = %e, "a coordinator request task failed"),
+            }
+        }
+        for (key, result) in &results {
+            if let Err(e) = result {
+                self.client.on_coordinator_error(kind, key, e);
+            }
+        }
+        results
+    }
+
     /// One round of a per-partition request to the leaders: `items` grouped per leader,
     /// one request per broker sent at once, each answer split back per item by `split`;
     /// a broker's failure is every one of its items' failure.
