@@ -486,6 +486,9 @@ async fn admin_calls_ride_out_a_broker_killed_and_restarted_under_them() {
     let admin = client.admin();
     assert!(admin.create_topics(&[NewTopic::new("k", 2)], false).await[0].1.is_ok());
     produce(&client, "k", 1, 3, 1_000, None).await;
+    let offsets = BTreeMap::from([(TopicPartition::new("k", 1), OffsetAndMetadata::new(2))]);
+    let committed = admin.alter_group_offsets("kg", &offsets).await.expect("commit");
+    assert!(committed[0].1.is_ok(), "{committed:?}");
 
     broker.kill().expect("kill");
     // The calls start while the broker is down and retry until it is back.
@@ -498,7 +501,9 @@ async fn admin_calls_ride_out_a_broker_killed_and_restarted_under_them() {
             )
             .await;
         let groups = admin.list_groups().await;
-        (created, listed, groups)
+        // The coordinator reloads the group from __consumer_offsets after the restart.
+        let group_offsets = admin.list_group_offsets("kg", None).await;
+        (created, listed, groups, group_offsets)
     });
     let broker = tokio::task::spawn_blocking(move || {
         broker.restart().expect("restart");
@@ -506,9 +511,10 @@ async fn admin_calls_ride_out_a_broker_killed_and_restarted_under_them() {
     })
     .await
     .expect("restart task");
-    let (created, listed, groups) = calls.await.expect("calls");
+    let (created, listed, groups, group_offsets) = calls.await.expect("calls");
     assert!(created[0].1.is_ok(), "{created:?}");
     assert_eq!(listed[0].1.as_ref().expect("listed").offset, 3);
-    assert!(groups.is_ok(), "{groups:?}");
+    assert!(groups.expect("groups").iter().any(|g| g.group_id == "kg"));
+    assert_eq!(group_offsets.expect("group offsets"), offsets);
     drop(broker);
 }
