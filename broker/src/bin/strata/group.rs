@@ -6,7 +6,7 @@ use crate::output::{emit, table};
 use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use strata_client::admin::{Admin, OffsetSpec};
+use strata_client::admin::{Admin, GroupDescription, OffsetSpec};
 use strata_client::{Client, IsolationLevel, OffsetAndMetadata, TopicPartition};
 
 /// Runs one group action.
@@ -72,7 +72,30 @@ pub async fn run(client: Client, args: &ClientArgs, action: GroupAction) -> Resu
 async fn describe(admin: &Admin, format: Format, group: &str) -> Result<()> {
     let (_, described) = admin.describe_groups(&[group.to_string()]).await.remove(0);
     let d = described?;
-    let committed = admin.list_group_offsets(group, None).await?;
+    let rows = offset_rows(admin, &d).await?;
+    let doc = json!({
+        "group": d.group_id,
+        "state": d.state,
+        "protocol_type": d.protocol_type,
+        "protocol": d.protocol,
+        "coordinator": d.coordinator,
+        "members": d.members.iter().map(|m| json!({
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id,
+            "host": m.client_host,
+            "assignment": m.assignment.iter().map(|tp| json!({"topic": tp.topic, "partition": tp.partition})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "offsets": rows,
+    });
+    emit(format, doc, || print_description(&d, &rows));
+    Ok(())
+}
+
+/// One row per partition the group has a commit for or a member owns: committed
+/// offset (from the coordinator), log end offset (from the leader), lag and owner.
+async fn offset_rows(admin: &Admin, d: &GroupDescription) -> Result<Vec<Value>> {
+    let committed = admin.list_group_offsets(&d.group_id, None).await?;
     let mut owner: BTreeMap<TopicPartition, usize> = BTreeMap::new();
     for (i, m) in d.members.iter().enumerate() {
         for tp in &m.assignment {
@@ -106,77 +129,64 @@ async fn describe(admin: &Admin, format: Format, group: &str) -> Result<()> {
             })
         })
         .collect();
-    let doc = json!({
-        "group": d.group_id,
-        "state": d.state,
-        "protocol_type": d.protocol_type,
-        "protocol": d.protocol,
-        "coordinator": d.coordinator,
-        "members": d.members.iter().map(|m| json!({
-            "member_id": m.member_id,
-            "group_instance_id": m.group_instance_id,
-            "client_id": m.client_id,
-            "host": m.client_host,
-            "assignment": m.assignment.iter().map(|tp| json!({"topic": tp.topic, "partition": tp.partition})).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "offsets": rows,
-    });
-    emit(format, doc, || {
-        if d.state == "Dead" && rows.is_empty() {
-            println!("Consumer group '{}' does not exist.", d.group_id);
-            return;
-        }
-        println!(
-            "Group: {}\tState: {}\tProtocol: {}\tCoordinator: {}\tMembers: {}",
-            d.group_id,
-            d.state,
-            if d.protocol.is_empty() { "-" } else { &d.protocol },
-            d.coordinator,
-            d.members.len()
-        );
-        let cell = |v: &Value| match v {
-            Value::Null => "-".to_string(),
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        let table_rows: Vec<Vec<String>> = rows
+    Ok(rows)
+}
+
+/// The text form of `strata group describe`, with Kafka's tool's columns.
+fn print_description(d: &GroupDescription, rows: &[Value]) {
+    if d.state == "Dead" && rows.is_empty() {
+        println!("Consumer group '{}' does not exist.", d.group_id);
+        return;
+    }
+    println!(
+        "Group: {}\tState: {}\tProtocol: {}\tCoordinator: {}\tMembers: {}",
+        d.group_id,
+        d.state,
+        if d.protocol.is_empty() { "-" } else { &d.protocol },
+        d.coordinator,
+        d.members.len()
+    );
+    let cell = |v: &Value| match v {
+        Value::Null => "-".to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let table_rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            [
+                "topic",
+                "partition",
+                "current_offset",
+                "log_end_offset",
+                "lag",
+                "member_id",
+                "host",
+                "client_id",
+            ]
             .iter()
-            .map(|r| {
-                [
-                    "topic",
-                    "partition",
-                    "current_offset",
-                    "log_end_offset",
-                    "lag",
-                    "member_id",
-                    "host",
-                    "client_id",
-                ]
-                .iter()
-                .map(|k| cell(&r[*k]))
-                .collect()
-            })
-            .collect();
-        table(
-            &[
-                "TOPIC",
-                "PARTITION",
-                "CURRENT-OFFSET",
-                "LOG-END-OFFSET",
-                "LAG",
-                "CONSUMER-ID",
-                "HOST",
-                "CLIENT-ID",
-            ],
-            &table_rows,
-        );
-        let idle: Vec<&str> =
-            d.members.iter().filter(|m| m.assignment.is_empty()).map(|m| m.member_id.as_str()).collect();
-        for m in idle {
-            println!("(member {m} has no partitions)");
-        }
-    });
-    Ok(())
+            .map(|k| cell(&r[*k]))
+            .collect()
+        })
+        .collect();
+    table(
+        &[
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ],
+        &table_rows,
+    );
+    let idle: Vec<&str> =
+        d.members.iter().filter(|m| m.assignment.is_empty()).map(|m| m.member_id.as_str()).collect();
+    for m in idle {
+        println!("(member {m} has no partitions)");
+    }
 }
 
 async fn reset_offsets(
