@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admin;
 pub mod client;
 pub mod config;
 pub mod connection;

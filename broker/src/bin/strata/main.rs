@@ -1,0 +1,110 @@
+//! `strata [server.properties] [--override key=value]...` runs one broker until SIGTERM
+//! or SIGINT, then shuts down cleanly (`strata broker ...` is the same).
+//! `strata topic|group|cluster ...` are client tools, in the spirit of `kcat` and `rpk`,
+//! that work against any Kafka-compatible cluster (see [`args`]).
+
+mod args;
+mod cluster;
+mod group;
+mod output;
+mod topic;
+
+use args::{BrokerArgs, Cli, ClientArgs, Command};
+use clap::Parser;
+use strata_broker::BrokerConfig;
+use strata_client::{Client, ClientConfig};
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        None => run_broker(cli.broker),
+        Some(Command::Broker(args)) => run_broker(args),
+        Some(Command::Topic { client, action }) => run_tool(&client, |c| topic::run(c, &client, action)),
+        Some(Command::Group { client, action }) => run_tool(&client, |c| group::run(c, &client, action)),
+        Some(Command::Cluster { client, action }) => run_tool(&client, |c| cluster::run(c, &client, action)),
+    }
+}
+
+fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
+    init_tracing("info,openraft=warn");
+    let config = match BrokerConfig::load(args.config.as_deref(), &args.overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let server = strata_broker::start(config).await?;
+        wait_for_signal().await?;
+        tracing::info!("shutting down");
+        server.shutdown().await;
+        tracing::info!("shut down cleanly");
+        Ok(())
+    })
+}
+
+/// Connects a client from the tool's flags and runs the tool; an error is printed and
+/// exits with status 1 (a bad setting with 2, as a bad command line).
+fn run_tool<F, Fut>(args: &ClientArgs, tool: F) -> anyhow::Result<()>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    init_tracing("warn");
+    let config = match client_config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = runtime.block_on(async move {
+        let client = Client::connect(config).await?;
+        let result = tool(client.clone()).await;
+        client.close();
+        result
+    });
+    if let Err(e) = result {
+        eprintln!("strata: {e:#}");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn client_config(args: &ClientArgs) -> Result<ClientConfig, strata_client::Error> {
+    let mut config = ClientConfig::new(&args.bootstrap_server);
+    config.client_id = "strata-cli".to_string();
+    for (key, value) in &args.settings {
+        if !config.set(key, value)? {
+            return Err(strata_client::Error::config(format!("unknown client setting {key}")));
+        }
+    }
+    Ok(config)
+}
+
+fn init_tracing(default_filter: &str) {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into()),
+        )
+        .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: log files and pipes get plain text.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none(),
+        )
+        .init();
+}
+
+async fn wait_for_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
