@@ -12,8 +12,9 @@ It first initializes its transactional producer (fencing any previous instance a
 aborting its transaction), then joins the group with read_committed and, for every batch it
 polls: begins a transaction, copies each record's value to the same partition of `out_topic`,
 adds the next input offsets to the transaction (send_offsets_to_transaction) and commits. If a
-transaction fails with an abortable error it aborts and rewinds to the batch's first offsets; any
-other error, or five aborts in a row, ends the process with a non-zero code.
+transaction fails with an abortable error it aborts and rewinds to the batch's first offsets; after
+a fatal error it replaces the producer (and rewinds); any other error, or five aborts in a row,
+ends the process with a non-zero code.
 
 Output, JSON lines with `t` = time.monotonic():
   {"ev": "start"} {"ev": "assign", "parts": [..]} {"ev": "begin", "n": n}
@@ -59,15 +60,19 @@ def run_confluent() -> None:
                     raise
                 out("retry", err=str(err))
 
-    # metadata.recovery.strategy=none: a broker that leaves the metadata (fenced after a kill, as
-    # Kafka's controller drops it too) is otherwise decommissioned by librdkafka 2.x while still
-    # cached as group coordinator, and send_offsets_to_transaction then hangs past its timeout
-    # (librdkafka issues #5511 and #5456).
-    p = Producer({"bootstrap.servers": CONF["bootstrap"], "transactional.id": CONF["tid"],
-                  "transaction.timeout.ms": 10_000, "linger.ms": 2, "log_level": 3,
-                  "metadata.recovery.strategy": "none",
-                  **({"debug": CONF["debug"], "log_level": 7} if CONF.get("debug") else {})})
-    p.init_transactions(60)
+    def new_producer():
+        # metadata.recovery.strategy=none: a broker that leaves the metadata (fenced after a
+        # kill, as Kafka's controller drops it too) is otherwise decommissioned by librdkafka
+        # 2.x while still cached as group coordinator, and send_offsets_to_transaction then
+        # hangs past its timeout (librdkafka issues #5511 and #5456).
+        producer = Producer({"bootstrap.servers": CONF["bootstrap"], "transactional.id": CONF["tid"],
+                             "transaction.timeout.ms": 10_000, "linger.ms": 2, "log_level": 3,
+                             "metadata.recovery.strategy": "none",
+                             **({"debug": CONF["debug"], "log_level": 7} if CONF.get("debug") else {})})
+        producer.init_transactions(60)
+        return producer
+
+    p = new_producer()
     out("start")
     c = Consumer({"bootstrap.servers": CONF["bootstrap"], "group.id": CONF["group"],
                   "group.instance.id": CONF["instance_id"], "session.timeout.ms": CONF["session_timeout_ms"],
@@ -99,10 +104,22 @@ def run_confluent() -> None:
             out("committed", n=n, offsets={str(q): o for q, o in nxt.items()})
         except KafkaException as e:
             err = e.args[0]
-            if not err.txn_requires_abort():
+            if not (err.fatal() or err.txn_requires_abort()):
                 raise
-            p.abort_transaction(30)
-            out("aborted", n=n, err=str(err))
+            if not err.fatal():
+                try:
+                    p.abort_transaction(30)
+                except KafkaException as abort_error:
+                    err = abort_error.args[0]
+                    if not err.fatal():
+                        raise
+            if err.fatal():
+                # The producer is unusable (for example its coordinator died with an
+                # AddPartitionsToTxn in flight, and the next one answers the abort with
+                # INVALID_TXN_STATE, as Kafka's does): as confluent-kafka documents, a new
+                # producer takes over; its init_transactions aborts whatever was left open.
+                p = new_producer()
+            out("aborted", n=n, err=str(err), fatal=err.fatal())
             aborts += 1
             if aborts >= 5:
                 sys.exit(f"{aborts} transactions in a row aborted, last: {err}")
