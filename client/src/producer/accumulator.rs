@@ -136,6 +136,15 @@ impl TopicQueues {
     }
 }
 
+/// Where a record may go: `partition`, or (`None`) the topic's sticky partition among
+/// `partitions`; `available` lists those with a leader, asked for only when the sticky
+/// partition moves.
+pub(crate) struct Placement<'a> {
+    pub partition: Option<i32>,
+    pub partitions: i32,
+    pub available: &'a dyn Fn() -> Vec<i32>,
+}
+
 /// What the sender needs to decide whether a partition's front batch goes now.
 pub(crate) struct DrainRules<'a> {
     pub now: Instant,
@@ -200,13 +209,12 @@ impl Accumulator {
     pub(crate) fn append(
         &mut self,
         topic: &str,
-        partition: Option<i32>,
-        partitions: i32,
-        available: &dyn Fn() -> Vec<i32>,
+        placement: Placement<'_>,
         record: &NewRecord,
         memory: usize,
         now: Instant,
     ) -> Result<(DeliveryFuture, Option<i32>)> {
+        let Placement { partition, partitions, available } = placement;
         if !self.topics.contains_key(topic) {
             let queues = TopicQueues { name: Arc::from(topic), sticky: None, partitions: Vec::new() };
             self.topics.insert(topic.to_string(), queues);

@@ -35,10 +35,11 @@ pub use transaction::TxnPhase;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::metadata::TopicInfo;
-use accumulator::{record_size, Accumulator};
+use accumulator::{record_size, Accumulator, Placement};
 use bytes::Bytes;
 use idempotence::Mode;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use strata_protocol::records::{NewRecord, RecordHeader};
@@ -76,6 +77,37 @@ pub(crate) struct Shared {
     /// `buffer.memory`, in bytes of records.
     pub memory: Semaphore,
     pub mode: Mode,
+    pub metrics: Counters,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub requests_sent: AtomicU64,
+    pub records_acked: AtomicU64,
+    pub batches_retried: AtomicU64,
+    pub batches_failed: AtomicU64,
+    pub epoch_bumps: AtomicU64,
+}
+
+/// Counts of what the producer did, for monitoring and for tests that must know a fault
+/// really hit requests in flight.
+///
+/// ```
+/// let m = strata_client::producer::ProducerMetrics::default();
+/// assert_eq!(m.batches_retried, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProducerMetrics {
+    /// Produce requests sent (acks=1/all).
+    pub requests_sent: u64,
+    /// Records acknowledged.
+    pub records_acked: u64,
+    /// Batches sent again after a retriable failure.
+    pub batches_retried: u64,
+    /// Batches failed for good.
+    pub batches_failed: u64,
+    /// Idempotent epoch bumps (KIP-360).
+    pub epoch_bumps: u64,
 }
 
 impl Shared {
@@ -156,6 +188,7 @@ impl Producer {
             wake: Notify::new(),
             progress: Notify::new(),
             mode,
+            metrics: Counters::default(),
         });
         if mode.idempotent && !transactional {
             let pid = sender::init_idempotent_pid(&shared, ProducerIdAndEpoch::NONE).await?;
@@ -174,6 +207,18 @@ impl Producer {
     /// `init_transactions`).
     pub fn producer_id_and_epoch(&self) -> ProducerIdAndEpoch {
         self.shared.lock().pid
+    }
+
+    /// What the producer has done so far.
+    pub fn metrics(&self) -> ProducerMetrics {
+        let c = &self.shared.metrics;
+        ProducerMetrics {
+            requests_sent: c.requests_sent.load(Ordering::Relaxed),
+            records_acked: c.records_acked.load(Ordering::Relaxed),
+            batches_retried: c.batches_retried.load(Ordering::Relaxed),
+            batches_failed: c.batches_failed.load(Ordering::Relaxed),
+            epoch_bumps: c.epoch_bumps.load(Ordering::Relaxed),
+        }
     }
 
     /// Queues `record` and returns the future of its acknowledgement. Waits only for
@@ -220,9 +265,7 @@ impl Producer {
             match check_open(&st) {
                 Ok(()) => st.acc.append(
                     &record.topic,
-                    partition,
-                    partitions,
-                    &available,
+                    Placement { partition, partitions, available: &available },
                     &new,
                     size,
                     Instant::now(),

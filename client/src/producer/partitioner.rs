@@ -52,7 +52,7 @@ pub fn murmur2(data: &[u8]) -> i32 {
 /// assert_eq!(partition_for_key(b"foobar", 50), 16);
 /// ```
 pub fn partition_for_key(key: &[u8], partitions: i32) -> i32 {
-    ((murmur2(key) & 0x7fff_ffff) % partitions.max(1)) as i32
+    (murmur2(key) & 0x7fff_ffff) % partitions.max(1)
 }
 
 /// The next sticky partition for unkeyed records: a random one of `available`

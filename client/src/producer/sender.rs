@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use strata_protocol::messages::init_producer_id::InitProducerIdRequest;
@@ -234,6 +235,7 @@ async fn send(shared: &Shared, node: i32, batches: &mut [ProducerBatch]) -> Resu
         conn.send_without_response(version, &body).await?;
         return Ok(None);
     }
+    shared.metrics.requests_sent.fetch_add(1, Ordering::Relaxed);
     let rx = conn.submit(version, &body).await?;
     Ok(Some(Box::pin(async move { conn.await_reply(rx).await })))
 }
@@ -339,9 +341,12 @@ fn on_answer(shared: &Shared, node: i32, batches: Vec<ProducerBatch>, answer: Re
                             q.seq.acked(b.sequence, b.records);
                         }
                     }
+                    shared.metrics.records_acked.fetch_add(b.records as u64, Ordering::Relaxed);
                     finish(shared, st, b, Ok(offsets));
                 }
                 Verdict::Retry | Verdict::RetryAfterEpochBump => {
+                    tracing::debug!(topic = %b.topic, partition = b.partition, sequence = b.sequence, attempts = b.attempts, "retrying a batch");
+                    shared.metrics.batches_retried.fetch_add(1, Ordering::Relaxed);
                     if matches!(verdict, Verdict::RetryAfterEpochBump) {
                         st.bump_needed = true;
                     }
@@ -363,6 +368,7 @@ fn on_answer(shared: &Shared, node: i32, batches: Vec<ProducerBatch>, answer: Re
                         Some(_) => super::transaction::fatal(e),
                         None => e,
                     };
+                    shared.metrics.batches_failed.fetch_add(1, Ordering::Relaxed);
                     finish(shared, st, b, Err(e));
                 }
             }
@@ -436,6 +442,7 @@ async fn bump_epoch(shared: Arc<Shared>, current: ProducerIdAndEpoch) {
                 st.pid = pid;
                 st.acc.reset_sequences();
                 st.bump_needed = false;
+                shared.metrics.epoch_bumps.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "producer epoch bump failed");

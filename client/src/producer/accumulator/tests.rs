@@ -55,7 +55,15 @@ fn unkeyed_records_stick_to_a_partition_until_its_batch_is_full() {
     let available = || vec![0, 1, 2];
     let mut partitions = Vec::new();
     for _ in 0..8 {
-        let (f, _) = acc.append("t", None, 3, &available, &record(&[7; 30]), 0, now).expect("append");
+        let (f, _) = acc
+            .append(
+                "t",
+                Placement { partition: None, partitions: 3, available: &available },
+                &record(&[7; 30]),
+                0,
+                now,
+            )
+            .expect("append");
         partitions.push(f.partition);
     }
     // 51 bytes a record: two fit in 110, so the partition changes every second record.
@@ -72,7 +80,8 @@ fn a_lingering_batch_waits_and_a_retry_waits_for_its_partition() {
     let now = Instant::now();
     let mut acc = Accumulator::new(16384, Compression::None, false);
     let none = || vec![];
-    acc.append("t", Some(0), 1, &none, &record(b"a"), 0, now).expect("append");
+    acc.append("t", Placement { partition: Some(0), partitions: 1, available: &none }, &record(b"a"), 0, now)
+        .expect("append");
     let leader = |_: &str, _: i32| Some(0);
     let room = |_: i32| true;
     let mut allowed = |_: &Arc<str>, _: i32| true;
@@ -86,7 +95,8 @@ fn a_lingering_batch_waits_and_a_retry_waits_for_its_partition() {
     let mut batch = d.requests.pop().expect("request").1.pop().expect("batch");
     assert_eq!(batch.sequence, 0);
     // A newer batch goes out while the first is in flight (pipelining)...
-    acc.append("t", Some(0), 1, &none, &record(b"b"), 0, now).expect("append");
+    acc.append("t", Placement { partition: Some(0), partitions: 1, available: &none }, &record(b"b"), 0, now)
+        .expect("append");
     r.all_ready = true;
     let second = acc.drain(&mut r).requests.pop().expect("request").1.pop().expect("batch");
     assert_eq!(second.sequence, 1);
@@ -105,7 +115,14 @@ fn a_sealed_batch_is_restamped_after_an_epoch_bump() {
     let now = Instant::now();
     let mut acc = Accumulator::new(16384, Compression::Lz4, false);
     let none = || vec![];
-    acc.append("t", Some(0), 1, &none, &record(b"hello"), 0, now).expect("append");
+    acc.append(
+        "t",
+        Placement { partition: Some(0), partitions: 1, available: &none },
+        &record(b"hello"),
+        0,
+        now,
+    )
+    .expect("append");
     let mut batches = drain_all(&mut acc, now);
     let b = &mut batches[0];
     let first = b.seal(ProducerIdAndEpoch { id: 7, epoch: 0 }).expect("seal");
@@ -132,7 +149,7 @@ proptest! {
         for (i, (p, len)) in sends.iter().enumerate() {
             let mut value = (i as u32).to_be_bytes().to_vec();
             value.resize(4 + len, 0);
-            acc.append("t", Some(*p), 4, &none, &record(&value), 0, now).expect("append");
+            acc.append("t", Placement { partition: Some(*p), partitions: 4, available: &none }, &record(&value), 0, now).expect("append");
         }
         let mut batches = drain_all(&mut acc, now);
         let mut seen: Vec<Vec<u32>> = vec![Vec::new(); 4];
