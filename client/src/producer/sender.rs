@@ -103,14 +103,14 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 }
             }
             for (b, e) in expired {
-                if b.sequence >= 0 {
+                if let Some(txn) = st.txn.as_mut() {
+                    // A transaction with a lost record cannot commit (as in Java).
+                    txn.fail(e.clone());
+                } else if b.sequence >= 0 {
                     // Its sequence may have reached the broker: the sequences start over.
-                    if let Some(txn) = st.txn.as_mut() {
-                        txn.fail(e.clone());
-                    } else {
-                        st.bump_needed = true;
-                    }
+                    st.bump_needed = true;
                 }
+                shared.metrics.batches_failed.fetch_add(1, Ordering::Relaxed);
                 finish(&shared, st, b, Err(e));
             }
             if !st.refresh.is_empty() && !st.refreshing {

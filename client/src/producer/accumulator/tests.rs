@@ -173,3 +173,144 @@ proptest! {
         prop_assert!(acc.take_unsent().is_empty());
     }
 }
+
+/// How the simulated broker and network treat the request at the front.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    /// Written and answered.
+    Answered,
+    /// Written, but the connection drops before the answer: it and every request after
+    /// it on the connection fail (some of those written too, up to `written_after`).
+    AnswerLost { written_after: usize },
+    /// Refused (NOT_LEADER_OR_FOLLOWER) without writing.
+    Refused,
+}
+
+fn fate() -> impl Strategy<Value = Fate> {
+    prop_oneof![
+        6 => Just(Fate::Answered),
+        1 => (0usize..5).prop_map(|written_after| Fate::AnswerLost { written_after }),
+        1 => Just(Fate::Refused),
+    ]
+}
+
+/// The broker's side of idempotence: the next sequence per partition; a batch at it is
+/// appended, one below is a duplicate, one above is out of order.
+fn broker_append(log: &mut [Vec<u32>], next: &mut [i32], b: &mut ProducerBatch) -> ErrorCode {
+    let p = b.partition as usize;
+    if b.sequence < next[p] {
+        return ErrorCode::DuplicateSequenceNumber;
+    }
+    if b.sequence > next[p] {
+        return ErrorCode::OutOfOrderSequenceNumber;
+    }
+    let bytes = b.seal(ProducerIdAndEpoch { id: 1, epoch: 0 }).expect("seal");
+    let parsed = RecordBatch::parse(&bytes).expect("parse");
+    for r in parsed.records(1 << 20).expect("records").collect_all().expect("decode") {
+        let v = r.value.expect("value");
+        log[p].push(u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+    }
+    next[p] += b.records;
+    ErrorCode::None
+}
+
+use super::super::idempotence::{judge, Mode, Verdict};
+use strata_protocol::ErrorCode;
+
+proptest! {
+    /// With up to 5 requests in flight, answers lost after writes and refusals, every
+    /// record ends up written exactly once and in send order per partition.
+    #[test]
+    fn retries_never_reorder_or_duplicate(
+        records in 1usize..300,
+        fates in proptest::collection::vec(fate(), 1..400),
+    ) {
+        let now = Instant::now();
+        let mode = Mode { idempotent: true, transactional: false };
+        let mut acc = Accumulator::new(60, Compression::None, false);
+        let none = || vec![];
+        for i in 0..records {
+            let p = (i % 2) as i32;
+            let placement = Placement { partition: Some(p), partitions: 2, available: &none };
+            acc.append("t", placement, &record(&(i as u32).to_be_bytes()), 0, now).expect("append");
+        }
+        let mut log = vec![Vec::new(), Vec::new()];
+        let mut next = [0i32; 2];
+        let mut in_flight: VecDeque<Vec<ProducerBatch>> = VecDeque::new();
+        let mut fates = fates.into_iter().chain(std::iter::repeat(Fate::Answered));
+        let mut acked = 0usize;
+        let mut steps = 0;
+        while acked < records {
+            steps += 1;
+            prop_assert!(steps < 100_000, "no progress");
+            let room = in_flight.len() < 5;
+            let leader = |_: &str, _: i32| Some(0);
+            let has_room = move |_: i32| room;
+            let mut allowed = |_: &Arc<str>, _: i32| true;
+            let mut drained = acc.drain(&mut rules(now, &leader, &has_room, &mut allowed));
+            if let Some((_, batches)) = drained.requests.pop() {
+                in_flight.push_back(batches);
+                continue;
+            }
+            let front = in_flight.pop_front().expect("something in flight");
+            // Requests are judged in order; a lost answer fails the ones behind it too.
+            let mut answered: Vec<(Vec<ProducerBatch>, Option<Vec<ErrorCode>>)> = Vec::new();
+            match fates.next().expect("endless") {
+                Fate::Answered => {
+                    let mut front = front;
+                    let codes: Vec<ErrorCode> =
+                        front.iter_mut().map(|b| broker_append(&mut log, &mut next, b)).collect();
+                    for (b, code) in front.iter().zip(&codes) {
+                        // A batch sent again goes alone, after everything before it.
+                        prop_assert!(
+                            b.attempts == 0 || *code != ErrorCode::OutOfOrderSequenceNumber,
+                            "retry of {:?} out of order", b
+                        );
+                    }
+                    answered.push((front, Some(codes)));
+                }
+                Fate::Refused => {
+                    let codes = vec![ErrorCode::NotLeaderOrFollower; front.len()];
+                    answered.push((front, Some(codes)));
+                }
+                Fate::AnswerLost { written_after } => {
+                    let mut all = vec![front];
+                    all.extend(in_flight.drain(..));
+                    for (i, request) in all.iter_mut().enumerate() {
+                        if i <= written_after {
+                            for b in request.iter_mut() {
+                                broker_append(&mut log, &mut next, b);
+                            }
+                        }
+                    }
+                    answered.extend(all.into_iter().map(|r| (r, None)));
+                }
+            }
+            for (batches, codes) in answered {
+                for (i, mut b) in batches.into_iter().enumerate() {
+                    let q = acc.queue(&b.topic, b.partition).expect("queue");
+                    q.seq.in_flight -= 1;
+                    let verdict = match &codes {
+                        Some(codes) => judge(codes[i], b.sequence, &q.seq, mode),
+                        None => Verdict::Retry,
+                    };
+                    match verdict {
+                        Verdict::Success => {
+                            q.seq.acked(b.sequence, b.records);
+                            acked += b.records as usize;
+                        }
+                        Verdict::Retry => {
+                            b.attempts += 1;
+                            acc.reenqueue(b);
+                        }
+                        v => prop_assert!(false, "unexpected verdict {:?}", v),
+                    }
+                }
+            }
+        }
+        for (p, got) in log.iter().enumerate() {
+            let want: Vec<u32> = (0..records as u32).filter(|i| (*i % 2) as usize == p).collect();
+            prop_assert_eq!(got, &want, "partition {}", p);
+        }
+    }
+}
