@@ -285,6 +285,41 @@ async fn a_send_to_a_missing_partition_or_too_large_a_record_fails_at_once() {
     assert_eq!(m.offset, 0);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_broker_refuses_fails_alone_and_the_epoch_bump_lets_later_ones_through() {
+    let broker = BrokerProcess::start(&["message.max.bytes=2000"]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "refused", 1).await;
+    let producer = Producer::new(config(&broker, &[("linger.ms", "50")])).await.expect("producer");
+    let before = producer.producer_id_and_epoch();
+    // Ten records of 500 bytes make one batch of about 5 KB: over message.max.bytes.
+    let mut big = Vec::new();
+    for i in 0..10 {
+        let value = format!("{i:0>500}");
+        big.push(producer.send(ProducerRecord::new("refused").value(value)).await.expect("send"));
+    }
+    for f in big {
+        let e = f.await.unwrap_err();
+        assert!(!e.is_retriable(), "{e}");
+        assert!(matches!(e.code(), Some(ErrorCode::MessageTooLarge | ErrorCode::RecordListTooLarge)), "{e}");
+    }
+    // The refused batch's sequences never reached the log: without a new epoch every later
+    // batch would be out of order.
+    let mut small = Vec::new();
+    for i in 0..3 {
+        small.push(
+            producer.send(ProducerRecord::new("refused").value(format!("small-{i}"))).await.expect("send"),
+        );
+    }
+    let offsets: Vec<i64> = await_all(small).await.iter().map(|m| m.offset).collect();
+    assert_eq!(offsets, vec![0, 1, 2]);
+    assert_eq!(producer.metrics().epoch_bumps, 1);
+    let after = producer.producer_id_and_epoch();
+    assert!(after != before, "{before:?} -> {after:?}");
+    let read = read_partition(&client, "refused", 0, 0).await;
+    assert_eq!(values(&read.records), vec!["small-0", "small-1", "small-2"]);
+}
+
 /// Produces `total` unique values to 2 partitions in `kills + 1` waves; once a wave is
 /// queued and partly written, the broker is SIGKILLed and restarted, so requests are in
 /// flight at each kill. Returns, per partition, the acknowledged values in send order and

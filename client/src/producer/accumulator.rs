@@ -117,6 +117,28 @@ struct TopicQueues {
     name: Arc<str>,
     sticky: Option<i32>,
     partitions: Vec<PartitionQueue>,
+    meta: Option<TopicMeta>,
+}
+
+/// What partitioning needs of a topic's metadata, kept here so a send needs no lookup
+/// in the cluster view (the sender refreshes it when the view changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TopicMeta {
+    /// Partition count.
+    pub partitions: i32,
+    /// Partitions with a leader (sticky partitioning picks among them).
+    pub available: Vec<i32>,
+}
+
+/// Where a record goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target {
+    /// An explicit partition.
+    Partition(i32),
+    /// A keyed record: `toPositive(murmur2(key))`, taken modulo the partition count.
+    Key(i32),
+    /// An unkeyed record: the topic's sticky partition.
+    Sticky,
 }
 
 impl TopicQueues {
@@ -134,15 +156,6 @@ impl TopicQueues {
             .and_then(|q| q.batches.back())
             .is_some_and(|b| b.is_open() && (b.records == 0 || b.size + size <= batch_size))
     }
-}
-
-/// Where a record may go: `partition`, or (`None`) the topic's sticky partition among
-/// `partitions`; `available` lists those with a leader, asked for only when the sticky
-/// partition moves.
-pub(crate) struct Placement<'a> {
-    pub partition: Option<i32>,
-    pub partitions: i32,
-    pub available: &'a dyn Fn() -> Vec<i32>,
 }
 
 /// What the sender needs to decide whether a partition's front batch goes now.
@@ -182,7 +195,11 @@ pub(crate) struct Accumulator {
     batch_size: usize,
     compression: Compression,
     transactional: bool,
-    topics: HashMap<String, TopicQueues>,
+    topics: Vec<TopicQueues>,
+    index: HashMap<String, usize>,
+    /// The topic of the last append: most producers send to one topic at a time, and
+    /// comparing names is cheaper than hashing them.
+    last: usize,
     next_id: u64,
     rotation: usize,
     incomplete: BTreeSet<u64>,
@@ -194,45 +211,89 @@ impl Accumulator {
             batch_size: batch_size.max(1),
             compression,
             transactional,
-            topics: HashMap::new(),
+            topics: Vec::new(),
+            index: HashMap::new(),
+            last: 0,
             next_id: 0,
             rotation: 0,
             incomplete: BTreeSet::new(),
         }
     }
 
-    /// Appends `record` (holding `memory` bytes of `buffer.memory`) to `partition`, or
-    /// to the topic's sticky partition when `None` (moving it when a new batch would be
-    /// opened there). `available` lists partitions with a leader, asked for only when
-    /// the sticky partition moves. Returns the record's future and, when it opened a new
-    /// batch, its partition.
+    fn find(&mut self, topic: &str) -> Option<usize> {
+        if self.topics.get(self.last).is_some_and(|t| &*t.name == topic) {
+            return Some(self.last);
+        }
+        let i = *self.index.get(topic)?;
+        self.last = i;
+        Some(i)
+    }
+
+    fn find_or_insert(&mut self, topic: &str) -> usize {
+        if let Some(i) = self.find(topic) {
+            return i;
+        }
+        let queues = TopicQueues { name: Arc::from(topic), sticky: None, partitions: Vec::new(), meta: None };
+        self.topics.push(queues);
+        let i = self.topics.len() - 1;
+        self.index.insert(topic.to_string(), i);
+        i
+    }
+
+    /// Records a topic's partitioning metadata.
+    pub(crate) fn set_meta(&mut self, topic: &str, meta: TopicMeta) {
+        let i = self.find_or_insert(topic);
+        self.topics[i].meta = Some(meta);
+    }
+
+    /// Updates every known topic's metadata from `lookup` (a new cluster view).
+    pub(crate) fn refresh_meta(&mut self, lookup: impl Fn(&str) -> Option<TopicMeta>) {
+        for t in &mut self.topics {
+            if let Some(meta) = lookup(&t.name) {
+                if t.meta.as_ref() != Some(&meta) {
+                    t.meta = Some(meta);
+                }
+            }
+        }
+    }
+
+    /// Appends `record` (holding `memory` bytes of `buffer.memory`) to the partition
+    /// `target` names, or to the topic's sticky partition (moving it when a new batch
+    /// would be opened there, KIP-480). `Ok(None)`: the topic's metadata is not known
+    /// yet. Returns the record's future and, when it opened a new batch, its partition.
+    /// `clock` is read only when a batch is opened.
     pub(crate) fn append(
         &mut self,
         topic: &str,
-        placement: Placement<'_>,
+        target: Target,
         record: &NewRecord,
         memory: usize,
-        now: Instant,
-    ) -> Result<(DeliveryFuture, Option<i32>)> {
-        let Placement { partition, partitions, available } = placement;
-        if !self.topics.contains_key(topic) {
-            let queues = TopicQueues { name: Arc::from(topic), sticky: None, partitions: Vec::new() };
-            self.topics.insert(topic.to_string(), queues);
-        }
+        clock: &dyn Fn() -> Instant,
+    ) -> Result<Option<(DeliveryFuture, Option<i32>)>> {
+        let Some(t) = self.find(topic) else { return Ok(None) };
         let size = record_size(record);
         let batch_size = self.batch_size;
         let (compression, transactional) = (self.compression, self.transactional);
-        let tq = self.topics.get_mut(topic).ok_or_else(|| Error::state("topic queue vanished"))?;
-        let p = match partition {
-            Some(p) => p,
-            None => {
+        let tq = &mut self.topics[t];
+        let Some(meta) = tq.meta.as_ref() else { return Ok(None) };
+        let partitions = meta.partitions;
+        let p = match target {
+            Target::Partition(p) if p < 0 || p >= partitions => {
+                return Err(Error::Kafka {
+                    code: strata_protocol::ErrorCode::UnknownTopicOrPartition,
+                    message: Some(format!("{topic}-{p}: the topic has {partitions} partitions")),
+                })
+            }
+            Target::Partition(p) => p,
+            Target::Key(hash) => hash % partitions.max(1),
+            Target::Sticky => {
                 let current = tq.sticky.filter(|s| *s < partitions);
                 let mut p = match current {
                     Some(s) => s,
-                    None => next_sticky(None, &available(), partitions),
+                    None => next_sticky(None, &meta.available, partitions),
                 };
                 if current.is_some() && !tq.fits(p, size, batch_size) {
-                    p = next_sticky(Some(p), &available(), partitions);
+                    p = next_sticky(Some(p), &meta.available, partitions);
                 }
                 tq.sticky = Some(p);
                 p
@@ -262,7 +323,7 @@ impl Accumulator {
                 stamp: (-1, -1, -1),
                 records: 0,
                 memory: 0,
-                created: now,
+                created: clock(),
                 slot: Arc::new(BatchSlot::default()),
                 attempts: 0,
                 sequence: -1,
@@ -289,7 +350,7 @@ impl Accumulator {
             index,
             timestamp: record.timestamp,
         };
-        Ok((future, opened))
+        Ok(Some((future, opened)))
     }
 
     /// Takes ready batches: per node, at most one batch per partition, up to
@@ -299,7 +360,7 @@ impl Accumulator {
         let mut by_node: HashMap<i32, (usize, Vec<ProducerBatch>)> = HashMap::new();
         let mut no_leader: Vec<Arc<str>> = Vec::new();
         let mut slots: Vec<(&mut TopicQueues, usize)> = Vec::new();
-        for tq in self.topics.values_mut() {
+        for tq in self.topics.iter_mut() {
             let n = tq.partitions.len();
             slots.push((tq, n));
         }
@@ -389,12 +450,14 @@ impl Accumulator {
 
     /// A partition's queue, if it has one.
     pub(crate) fn queue(&mut self, topic: &str, partition: i32) -> Option<&mut PartitionQueue> {
-        self.topics.get_mut(topic).and_then(|t| t.partitions.get_mut(partition.max(0) as usize))
+        let t = self.find(topic)?;
+        self.topics[t].partitions.get_mut(partition.max(0) as usize)
     }
 
     /// Puts a batch to be sent again back into its queue, in creation order.
     pub(crate) fn reenqueue(&mut self, batch: ProducerBatch) {
-        let Some(tq) = self.topics.get_mut(&*batch.topic) else { return };
+        let Some(t) = self.find(&batch.topic) else { return };
+        let tq = &mut self.topics[t];
         let queue = tq.queue(batch.partition);
         let at = queue.batches.iter().position(|b| b.id > batch.id).unwrap_or(queue.batches.len());
         queue.batches.insert(at, batch);
@@ -426,7 +489,7 @@ impl Accumulator {
     /// Takes every batch not sent yet (a transaction abort fails them).
     pub(crate) fn take_unsent(&mut self) -> Vec<ProducerBatch> {
         let mut out = Vec::new();
-        for tq in self.topics.values_mut() {
+        for tq in self.topics.iter_mut() {
             for q in &mut tq.partitions {
                 out.extend(q.batches.drain(..));
             }
@@ -437,7 +500,7 @@ impl Accumulator {
     /// Starts every partition's sequences over (a new producer epoch) and renumbers the
     /// batches waiting to be sent again, in order.
     pub(crate) fn reset_sequences(&mut self) {
-        for tq in self.topics.values_mut() {
+        for tq in self.topics.iter_mut() {
             for q in &mut tq.partitions {
                 let in_flight = q.seq.in_flight;
                 q.seq = PartitionSequence::new();

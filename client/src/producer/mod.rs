@@ -35,7 +35,7 @@ pub use transaction::TxnPhase;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::metadata::TopicInfo;
-use accumulator::{record_size, Accumulator, Placement};
+use accumulator::{record_size, Accumulator, Target, TopicMeta};
 use bytes::Bytes;
 use idempotence::Mode;
 use std::collections::{BTreeSet, HashMap};
@@ -227,27 +227,23 @@ impl Producer {
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture> {
         let shared = &self.shared;
         let config = &shared.config;
-        let topic = self.topic_info(&record.topic).await?;
-        let partitions = topic.partitions.len() as i32;
-        let partition = match (record.partition, &record.key) {
-            (Some(p), _) if p < 0 || p >= partitions => {
-                return Err(Error::Kafka {
-                    code: ErrorCode::UnknownTopicOrPartition,
-                    message: Some(format!("{}-{p}: the topic has {partitions} partitions", record.topic)),
-                })
-            }
-            (Some(p), _) => Some(p),
+        let target = match (record.partition, &record.key) {
+            (Some(p), _) => Target::Partition(p),
             (None, Some(key)) if !config.partitioner_ignore_keys => {
-                Some(partitioner::partition_for_key(key, partitions))
+                Target::Key(partitioner::murmur2(key) & 0x7fff_ffff)
             }
-            _ => None,
+            _ => Target::Sticky,
         };
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        let headers = record
-            .headers
-            .into_iter()
-            .map(|h| RecordHeader { key: Bytes::from(h.key), value: h.value })
-            .collect();
+        let headers = if record.headers.is_empty() {
+            Vec::new()
+        } else {
+            record
+                .headers
+                .into_iter()
+                .map(|h| RecordHeader { key: Bytes::from(h.key), value: h.value })
+                .collect()
+        };
         let new = NewRecord { timestamp, key: record.key, value: record.value, headers };
         let size = record_size(&new);
         if size > config.max_request_size || size > config.buffer_memory {
@@ -259,36 +255,45 @@ impl Producer {
             });
         }
         self.reserve(size).await?;
-        let available = || topic.partitions.iter().filter(|p| p.leader >= 0).map(|p| p.partition).collect();
-        let appended = {
-            let mut st = shared.lock();
-            match check_open(&st) {
-                Ok(()) => st.acc.append(
-                    &record.topic,
-                    Placement { partition, partitions, available: &available },
-                    &new,
-                    size,
-                    Instant::now(),
-                ),
-                Err(e) => Err(e),
-            }
-            .map(|(future, opened)| {
-                if let (Some(p), Some(txn)) = (opened, st.txn.as_mut()) {
-                    txn.note_partition((future.topic.clone(), p));
+        let result = self.append(&record.topic, target, &new, size).await;
+        if result.is_err() {
+            shared.memory.add_permits(size);
+        }
+        result
+    }
+
+    /// Appends a record whose memory is reserved, learning the topic's metadata first
+    /// if the accumulator does not know it yet.
+    async fn append(
+        &self,
+        topic: &str,
+        target: Target,
+        new: &NewRecord,
+        size: usize,
+    ) -> Result<DeliveryFuture> {
+        let shared = &self.shared;
+        loop {
+            let appended = {
+                let mut guard = shared.lock();
+                let st = &mut *guard;
+                check_open(st)?;
+                let appended = st.acc.append(topic, target, new, size, &Instant::now)?;
+                if let (Some((future, Some(p))), Some(txn)) = (&appended, st.txn.as_mut()) {
+                    txn.note_partition((future.topic.clone(), *p));
                 }
-                (future, opened.is_some())
-            })
-        };
-        match appended {
-            Ok((future, opened)) => {
-                if opened {
-                    shared.wake.notify_one();
+                appended
+            };
+            match appended {
+                Some((future, opened)) => {
+                    if opened.is_some() {
+                        shared.wake.notify_one();
+                    }
+                    return Ok(future);
                 }
-                Ok(future)
-            }
-            Err(e) => {
-                shared.memory.add_permits(size);
-                Err(e)
+                None => {
+                    let info = self.topic_info(topic).await?;
+                    shared.lock().acc.set_meta(topic, topic_meta(&info));
+                }
             }
         }
     }
@@ -324,7 +329,7 @@ impl Producer {
     /// The topic's partitions, from the cluster view or (first send to it) a Metadata
     /// request that may create it, retried up to `max.block.ms`.
     async fn topic_info(&self, topic: &str) -> Result<Arc<TopicInfo>> {
-        let known = |t: &Arc<TopicInfo>| t.error.is_none() && !t.partitions.is_empty();
+        let known = |t: &Arc<TopicInfo>| usable(t);
         if let Some(t) = self.shared.client.cluster().topic(topic).filter(|t| known(t)) {
             return Ok(t.clone());
         }
@@ -390,6 +395,19 @@ fn check_open(st: &State) -> Result<()> {
         Some(txn) => txn.may_send(),
         None => Ok(()),
     }
+}
+
+/// A topic's partitioning metadata from the cluster view.
+pub(crate) fn topic_meta(info: &TopicInfo) -> TopicMeta {
+    TopicMeta {
+        partitions: info.partitions.len() as i32,
+        available: info.partitions.iter().filter(|p| p.leader >= 0).map(|p| p.partition).collect(),
+    }
+}
+
+/// Whether the view describes a topic well enough to send to it.
+pub(crate) fn usable(info: &TopicInfo) -> bool {
+    info.error.is_none() && !info.partitions.is_empty()
 }
 
 pub(crate) fn now_ms() -> i64 {

@@ -28,8 +28,10 @@ type Reply = Pin<Box<dyn Future<Output = Result<Response>> + Send>>;
 /// The sender loop; ends once the producer is closing and every batch is finished.
 pub(crate) async fn run(shared: Arc<Shared>) {
     let mut nodes: HashMap<i32, mpsc::UnboundedSender<Vec<ProducerBatch>>> = HashMap::new();
+    let mut known_cluster: Option<Arc<crate::metadata::Cluster>> = None;
     loop {
         let cluster = shared.client.cluster();
+        let cluster_changed = !known_cluster.as_ref().is_some_and(|c| Arc::ptr_eq(c, &cluster));
         let now = Instant::now();
         let mut requests = Vec::new();
         let mut next_ready = None;
@@ -44,6 +46,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 break;
             }
             fail_unsendable(&shared, st);
+            if cluster_changed {
+                st.acc.refresh_meta(|t| {
+                    cluster.topic(t).filter(|i| super::usable(i)).map(|i| super::topic_meta(i))
+                });
+                known_cluster = Some(cluster.clone());
+            }
             if st.bump_needed && !st.bumping && st.total_in_flight == 0 {
                 st.bumping = true;
                 bump = Some(st.pid);

@@ -52,18 +52,13 @@ fn drain_all(acc: &mut Accumulator, now: Instant) -> Vec<ProducerBatch> {
 fn unkeyed_records_stick_to_a_partition_until_its_batch_is_full() {
     let now = Instant::now();
     let mut acc = Accumulator::new(110, Compression::None, false);
-    let available = || vec![0, 1, 2];
+    acc.set_meta("t", TopicMeta { partitions: 3, available: (0..3).collect() });
     let mut partitions = Vec::new();
     for _ in 0..8 {
         let (f, _) = acc
-            .append(
-                "t",
-                Placement { partition: None, partitions: 3, available: &available },
-                &record(&[7; 30]),
-                0,
-                now,
-            )
-            .expect("append");
+            .append("t", Target::Sticky, &record(&[7; 30]), 0, &|| now)
+            .expect("append")
+            .expect("metadata known");
         partitions.push(f.partition);
     }
     // 51 bytes a record: two fit in 110, so the partition changes every second record.
@@ -79,9 +74,10 @@ fn unkeyed_records_stick_to_a_partition_until_its_batch_is_full() {
 fn a_lingering_batch_waits_and_a_retry_waits_for_its_partition() {
     let now = Instant::now();
     let mut acc = Accumulator::new(16384, Compression::None, false);
-    let none = || vec![];
-    acc.append("t", Placement { partition: Some(0), partitions: 1, available: &none }, &record(b"a"), 0, now)
-        .expect("append");
+    acc.set_meta("t", TopicMeta { partitions: 1, available: (0..1).collect() });
+    acc.append("t", Target::Partition(0), &record(b"a"), 0, &|| now)
+        .expect("append")
+        .expect("metadata known");
     let leader = |_: &str, _: i32| Some(0);
     let room = |_: i32| true;
     let mut allowed = |_: &Arc<str>, _: i32| true;
@@ -95,8 +91,9 @@ fn a_lingering_batch_waits_and_a_retry_waits_for_its_partition() {
     let mut batch = d.requests.pop().expect("request").1.pop().expect("batch");
     assert_eq!(batch.sequence, 0);
     // A newer batch goes out while the first is in flight (pipelining)...
-    acc.append("t", Placement { partition: Some(0), partitions: 1, available: &none }, &record(b"b"), 0, now)
-        .expect("append");
+    acc.append("t", Target::Partition(0), &record(b"b"), 0, &|| now)
+        .expect("append")
+        .expect("metadata known");
     r.all_ready = true;
     let second = acc.drain(&mut r).requests.pop().expect("request").1.pop().expect("batch");
     assert_eq!(second.sequence, 1);
@@ -114,15 +111,10 @@ fn a_lingering_batch_waits_and_a_retry_waits_for_its_partition() {
 fn a_sealed_batch_is_restamped_after_an_epoch_bump() {
     let now = Instant::now();
     let mut acc = Accumulator::new(16384, Compression::Lz4, false);
-    let none = || vec![];
-    acc.append(
-        "t",
-        Placement { partition: Some(0), partitions: 1, available: &none },
-        &record(b"hello"),
-        0,
-        now,
-    )
-    .expect("append");
+    acc.set_meta("t", TopicMeta { partitions: 1, available: (0..1).collect() });
+    acc.append("t", Target::Partition(0), &record(b"hello"), 0, &|| now)
+        .expect("append")
+        .expect("metadata known");
     let mut batches = drain_all(&mut acc, now);
     let b = &mut batches[0];
     let first = b.seal(ProducerIdAndEpoch { id: 7, epoch: 0 }).expect("seal");
@@ -145,11 +137,11 @@ proptest! {
     ) {
         let now = Instant::now();
         let mut acc = Accumulator::new(batch_size, Compression::None, false);
-        let none = || vec![];
+        acc.set_meta("t", TopicMeta { partitions: 4, available: (0..4).collect() });
         for (i, (p, len)) in sends.iter().enumerate() {
             let mut value = (i as u32).to_be_bytes().to_vec();
             value.resize(4 + len, 0);
-            acc.append("t", Placement { partition: Some(*p), partitions: 4, available: &none }, &record(&value), 0, now).expect("append");
+            acc.append("t", Target::Partition(*p), &record(&value), 0, &|| now).expect("append").expect("metadata known");
         }
         let mut batches = drain_all(&mut acc, now);
         let mut seen: Vec<Vec<u32>> = vec![Vec::new(); 4];
@@ -228,11 +220,11 @@ proptest! {
         let now = Instant::now();
         let mode = Mode { idempotent: true, transactional: false };
         let mut acc = Accumulator::new(60, Compression::None, false);
-        let none = || vec![];
+        acc.set_meta("t", TopicMeta { partitions: 2, available: (0..2).collect() });
         for i in 0..records {
             let p = (i % 2) as i32;
-            let placement = Placement { partition: Some(p), partitions: 2, available: &none };
-            acc.append("t", placement, &record(&(i as u32).to_be_bytes()), 0, now).expect("append");
+            let target = Target::Partition(p);
+            acc.append("t", target, &record(&(i as u32).to_be_bytes()), 0, &|| now).expect("append").expect("metadata known");
         }
         let mut log = vec![Vec::new(), Vec::new()];
         let mut next = [0i32; 2];
@@ -313,4 +305,18 @@ proptest! {
             prop_assert_eq!(got, &want, "partition {}", p);
         }
     }
+}
+
+#[test]
+fn an_unknown_topic_asks_for_metadata_and_a_missing_partition_is_refused() {
+    let now = Instant::now();
+    let mut acc = Accumulator::new(1000, Compression::None, false);
+    assert!(acc.append("t", Target::Sticky, &record(b"a"), 0, &|| now).expect("no error").is_none());
+    acc.set_meta("t", TopicMeta { partitions: 2, available: vec![1] });
+    let e = acc.append("t", Target::Partition(2), &record(b"a"), 0, &|| now).unwrap_err();
+    assert_eq!(e.code(), Some(strata_protocol::ErrorCode::UnknownTopicOrPartition));
+    let (f, opened) = acc.append("t", Target::Sticky, &record(b"a"), 0, &|| now).expect("ok").expect("known");
+    assert_eq!((f.partition, opened), (1, Some(1)), "the only partition with a leader");
+    let (f, _) = acc.append("t", Target::Key(7), &record(b"a"), 0, &|| now).expect("ok").expect("known");
+    assert_eq!(f.partition, 1, "7 % 2");
 }
