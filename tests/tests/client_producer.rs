@@ -266,6 +266,29 @@ async fn acks_zero_one_and_all_all_deliver() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unkeyed_records_fill_a_batch_on_one_partition_before_moving_on() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "sticky", 3).await;
+    let producer = Producer::new(config(&broker, &[("batch.size", "1000"), ("linger.ms", "200")]))
+        .await
+        .expect("producer");
+    let mut futures = Vec::new();
+    for i in 0..1000 {
+        futures.push(
+            producer.send(ProducerRecord::new("sticky").value(format!("{i:0>40}"))).await.expect("send"),
+        );
+    }
+    let partitions: Vec<i32> = await_all(futures).await.iter().map(|m| m.partition).collect();
+    let switches = partitions.windows(2).filter(|w| w[0] != w[1]).count();
+    // About 16 records of 61 bytes fill a 1000-byte batch: one switch per batch.
+    assert!((40..=80).contains(&switches), "{switches} partition switches");
+    for p in 0..3 {
+        assert!(partitions.contains(&p), "partition {p} got records");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_to_a_missing_partition_or_too_large_a_record_fails_at_once() {
     let broker = BrokerProcess::start(&[]).expect("broker");
     let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
