@@ -343,6 +343,43 @@ async fn a_batch_the_broker_refuses_fails_alone_and_the_epoch_bump_lets_later_on
     assert_eq!(values(&read.records), vec!["small-0", "small-1", "small-2"]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_batch_makes_the_transaction_abortable_and_the_abort_lets_the_next_one_commit() {
+    let broker = BrokerProcess::start(&["message.max.bytes=2000"]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "txn-refused", 1).await;
+    let producer = Producer::new(config(&broker, &[("transactional.id", "refused"), ("linger.ms", "50")]))
+        .await
+        .expect("producer");
+    producer.init_transactions().await.expect("init");
+    let before = producer.producer_id_and_epoch();
+    producer.begin_transaction().expect("begin");
+    let mut big = Vec::new();
+    for i in 0..10 {
+        big.push(
+            producer
+                .send(ProducerRecord::new("txn-refused").value(format!("{i:0>500}")))
+                .await
+                .expect("send"),
+        );
+    }
+    let e = producer.commit_transaction().await.unwrap_err();
+    assert!(e.requires_abort() && !e.is_fatal(), "{e}");
+    for f in big {
+        assert!(f.await.unwrap_err().requires_abort());
+    }
+    assert!(producer.send(ProducerRecord::new("txn-refused").value("x")).await.unwrap_err().requires_abort());
+    producer.abort_transaction().await.expect("abort");
+    let after = producer.producer_id_and_epoch();
+    assert_eq!(after.id, before.id);
+    assert!(after.epoch > before.epoch, "the abort bumped the epoch (KIP-360): {before:?} -> {after:?}");
+    producer.begin_transaction().expect("begin");
+    producer.send(ProducerRecord::new("txn-refused").value("small")).await.expect("send");
+    producer.commit_transaction().await.expect("commit");
+    let read = read_partition(&client, "txn-refused", 0, 1).await;
+    assert_eq!(values(&read.records), vec!["small"]);
+}
+
 /// Produces `total` unique values to 2 partitions in `kills + 1` waves; once a wave is
 /// queued and partly written, the broker is SIGKILLed and restarted, so requests are in
 /// flight at each kill. Returns, per partition, the acknowledged values in send order and

@@ -114,6 +114,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 if let Some(txn) = st.txn.as_mut() {
                     // A transaction with a lost record cannot commit (as in Java).
                     txn.fail(e.clone());
+                    txn.bump_epoch |= b.sequence >= 0;
                 } else if b.sequence >= 0 {
                     // Its sequence may have reached the broker: the sequences start over.
                     st.bump_needed = true;
@@ -365,6 +366,8 @@ fn on_answer(shared: &Shared, node: i32, batches: Vec<ProducerBatch>, answer: Re
                 Verdict::Fail(e) => {
                     if let Some(txn) = st.txn.as_mut() {
                         txn.fail(e.clone());
+                        // The broker's sequence lags ours: the abort bumps the epoch.
+                        txn.bump_epoch |= b.sequence >= 0;
                     } else if e.is_fatal() {
                         st.fatal.get_or_insert_with(|| e.clone());
                     } else if b.sequence >= 0 && shared.mode.idempotent {
