@@ -12,6 +12,12 @@ use strata_protocol::ErrorCode;
 
 /// A producer's identity from InitProducerId; `id = -1` when it has none (a producer
 /// without idempotence).
+///
+/// ```
+/// use strata_client::producer::ProducerIdAndEpoch;
+/// assert!(!ProducerIdAndEpoch::NONE.is_set());
+/// assert!(ProducerIdAndEpoch { id: 7, epoch: 0 }.is_set());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducerIdAndEpoch {
     /// Producer id.

@@ -8,7 +8,19 @@ use crate::error::{Error, Result};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// Where a transactional producer is.
+/// Where a transactional producer is ([`crate::producer::Producer::transaction_phase`]):
+/// after an error it tells whether to abort or to close.
+///
+/// ```no_run
+/// # async fn demo(p: strata_client::producer::Producer) -> strata_client::Result<()> {
+/// use strata_client::producer::TxnPhase;
+/// match p.transaction_phase() {
+///     Some(TxnPhase::Abortable(_)) => p.abort_transaction().await?,
+///     Some(TxnPhase::Fatal(e)) => return Err(e),
+///     _ => {}
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub enum TxnPhase {
     /// `init_transactions` not called (or not finished).
