@@ -195,11 +195,16 @@ async fn node_task(shared: Arc<Shared>, node: i32, mut jobs: mpsc::UnboundedRece
     while open || !pending.is_empty() {
         tokio::select! {
             biased;
-            reply = async { pending.front_mut().map(|p| &mut p.0).expect("guarded").await }, if !pending.is_empty() => {
+            reply = async {
+                match pending.front_mut() {
+                    Some(front) => (&mut front.0).await,
+                    None => std::future::pending().await,
+                }
+            }, if !pending.is_empty() => {
                 if let Some((_, batches)) = pending.pop_front() {
                     let answer = reply.and_then(|r| match r.body {
                         ResponseBody::Produce(p) => Ok(p),
-                        _ => Err(Error::protocol("?", "Produce answered with another API")),
+                        _ => Err(Error::protocol(&format!("broker {node}"), "Produce answered with another API")),
                     });
                     on_answer(&shared, node, batches, answer);
                 }
