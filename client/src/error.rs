@@ -57,6 +57,16 @@ pub enum Error {
     /// The client (or the producer or consumer) was closed.
     #[error("the client is closed")]
     Closed,
+    /// A transactional producer's failure, sorted as the Java client sorts them: `fatal`
+    /// (the producer can only be closed: fenced by a newer instance, not authorized, ...)
+    /// or abortable (the open transaction must be aborted, then the producer goes on).
+    #[error("{}: {cause}", if *fatal { "fatal producer error" } else { "the transaction must be aborted" })]
+    Transaction {
+        /// True if the producer must be closed, false if aborting the transaction is enough.
+        fatal: bool,
+        /// What failed.
+        cause: Arc<Error>,
+    },
 }
 
 impl Error {
@@ -103,8 +113,25 @@ impl Error {
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             Error::Kafka { code, .. } => Some(*code),
+            Error::Transaction { cause, .. } => cause.code(),
             _ => None,
         }
+    }
+
+    /// True if a producer that saw this can do nothing more but close (Java's fatal
+    /// producer errors: fenced by a newer instance with the same `transactional.id`, not
+    /// authorized for it, ...).
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            Error::Transaction { fatal, .. } => *fatal,
+            Error::Kafka { code, .. } => fatal_to_producer(*code),
+            _ => false,
+        }
+    }
+
+    /// True if the open transaction failed and must be aborted before the producer goes on.
+    pub fn requires_abort(&self) -> bool {
+        matches!(self, Error::Transaction { fatal: false, .. })
     }
 
     /// True if the same operation may succeed when tried again: a retriable Kafka code,
@@ -182,6 +209,26 @@ pub fn refreshes_metadata(code: ErrorCode) -> bool {
     )
 }
 
+/// Errors after which a producer must be closed (the Java producer's fatal errors):
+/// another instance with the same `transactional.id` fenced it, it is not authorized,
+/// or the coordinator says its state cannot go on.
+pub fn fatal_to_producer(code: ErrorCode) -> bool {
+    use ErrorCode::*;
+    matches!(
+        code,
+        ProducerFenced
+            | InvalidProducerEpoch
+            | TransactionCoordinatorFenced
+            | TransactionalIdAuthorizationFailed
+            | ClusterAuthorizationFailed
+            | InvalidTxnState
+            | InvalidProducerIdMapping
+            | InvalidTransactionTimeout
+            | UnsupportedVersion
+            | UnsupportedForMessageFormat
+    )
+}
+
 /// Errors that mean the group or transaction coordinator moved: find it again.
 pub fn refreshes_coordinator(code: ErrorCode) -> bool {
     matches!(code, ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable)
@@ -201,6 +248,8 @@ mod tests {
         assert!(refreshes_metadata(ErrorCode::FencedLeaderEpoch));
         assert!(!refreshes_metadata(ErrorCode::RequestTimedOut));
         assert!(refreshes_coordinator(ErrorCode::NotCoordinator));
+        assert!(fatal_to_producer(ErrorCode::ProducerFenced));
+        assert!(!fatal_to_producer(ErrorCode::ConcurrentTransactions));
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //!   consumer and admin are built on it;
 //! - [`ClientConfig`]: the settings, set by Kafka's own key names (`bootstrap.servers`,
 //!   `request.timeout.ms`, ...);
+//! - [`producer::Producer`]: the Kafka producer (batching, compression, retries,
+//!   idempotence, transactions);
 //! - [`Error`]: every failure, with Kafka's error codes mapped in one place
 //!   ([`error::retriable`], [`error::refreshes_metadata`]).
 //!
@@ -25,6 +27,7 @@ pub mod connection;
 pub mod consumer_protocol;
 pub mod error;
 pub mod metadata;
+pub mod producer;
 pub mod stream;
 pub mod types;
 

@@ -1,0 +1,415 @@
+//! The Kafka producer, behaving like the Java client's: records are partitioned
+//! ([`partitioner`]), gathered per partition into batches ([`accumulator`]) and sent by
+//! a background sender (one task per broker, Produce requests pipelined up to
+//! `max.in.flight.requests.per.connection`), retried until `delivery.timeout.ms`,
+//! idempotent by default ([`idempotence`]: no duplicate and no reordering on retries)
+//! and transactional with a `transactional.id` ([`transaction`]).
+//!
+//! ```no_run
+//! # async fn demo() -> strata_client::Result<()> {
+//! use strata_client::producer::{Producer, ProducerConfig, ProducerRecord};
+//! let mut config = ProducerConfig::new("127.0.0.1:9092");
+//! config.set("linger.ms", "10")?;
+//! let producer = Producer::new(config).await?;
+//! let delivery = producer.send(ProducerRecord::new("orders").key("k").value("v")).await?;
+//! let metadata = delivery.await?;
+//! println!("{}-{} at {}", metadata.topic, metadata.partition, metadata.offset);
+//! producer.close().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod accumulator;
+pub mod config;
+pub mod idempotence;
+pub mod partitioner;
+pub mod record;
+mod sender;
+pub mod transaction;
+mod transactional;
+
+pub use config::{Acks, ProducerConfig};
+pub use idempotence::ProducerIdAndEpoch;
+pub use record::{DeliveryFuture, ProducerRecord, RecordMetadata};
+pub use transaction::TxnPhase;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::metadata::TopicInfo;
+use accumulator::{record_size, Accumulator, Target, TopicMeta};
+use bytes::Bytes;
+use idempotence::Mode;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use strata_protocol::records::{NewRecord, RecordHeader};
+use strata_protocol::ErrorCode;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinHandle;
+use transaction::TransactionState;
+
+/// Everything the sender and the callers share, under one lock never held across `.await`.
+pub(crate) struct State {
+    pub acc: Accumulator,
+    pub pid: ProducerIdAndEpoch,
+    /// An idempotent producer's epoch must be bumped (KIP-360) once nothing is in flight.
+    pub bump_needed: bool,
+    pub bumping: bool,
+    pub node_in_flight: HashMap<i32, usize>,
+    pub total_in_flight: usize,
+    pub flush_up_to: Option<u64>,
+    pub closing: bool,
+    pub refresh: BTreeSet<Arc<str>>,
+    pub refreshing: bool,
+    pub txn: Option<TransactionState>,
+    /// A fatal error of a producer without a transactional id (fenced, not authorized).
+    pub fatal: Option<Error>,
+}
+
+pub(crate) struct Shared {
+    pub config: ProducerConfig,
+    pub client: Client,
+    pub state: Mutex<State>,
+    /// Wakes the sender: new batches, answers, metadata.
+    pub wake: Notify,
+    /// Batches finished (flush and abort wait on it).
+    pub progress: Notify,
+    /// `buffer.memory`, in bytes of records.
+    pub memory: Semaphore,
+    pub mode: Mode,
+    pub metrics: Counters,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub requests_sent: AtomicU64,
+    pub records_acked: AtomicU64,
+    pub batches_retried: AtomicU64,
+    pub batches_failed: AtomicU64,
+    pub epoch_bumps: AtomicU64,
+}
+
+/// Counts of what the producer did, for monitoring and for tests that must know a fault
+/// really hit requests in flight.
+///
+/// ```
+/// let m = strata_client::producer::ProducerMetrics::default();
+/// assert_eq!(m.batches_retried, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProducerMetrics {
+    /// Produce requests sent (acks=1/all).
+    pub requests_sent: u64,
+    /// Records acknowledged.
+    pub records_acked: u64,
+    /// Batches sent again after a retriable failure.
+    pub batches_retried: u64,
+    /// Batches failed for good.
+    pub batches_failed: u64,
+    /// Idempotent epoch bumps (KIP-360).
+    pub epoch_bumps: u64,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until `done` holds, re-checking after every finished batch.
+    pub(crate) async fn wait_until(&self, mut done: impl FnMut(&mut State) -> bool) {
+        loop {
+            let notified = self.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if done(&mut self.lock()) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A Kafka producer. `send` may be called from many tasks at once (share it in an
+/// `Arc`); dropping it sends what is buffered in the background, [`Producer::close`]
+/// waits for that.
+///
+/// ```no_run
+/// # async fn demo() -> strata_client::Result<()> {
+/// use strata_client::producer::{Producer, ProducerConfig, ProducerRecord};
+/// let producer = Producer::new(ProducerConfig::new("127.0.0.1:9092")).await?;
+/// for i in 0..100 {
+///     producer.send(ProducerRecord::new("t").value(format!("v{i}"))).await?;
+/// }
+/// producer.flush().await?;
+/// # Ok(()) }
+/// ```
+pub struct Producer {
+    shared: Arc<Shared>,
+    sender: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("transactional_id", &self.shared.config.transactional_id)
+            .field("pid", &self.shared.lock().pid)
+            .finish()
+    }
+}
+
+impl Producer {
+    /// Connects to the cluster, gets a producer id for an idempotent producer without
+    /// a transactional id (a transactional one gets it in [`Producer::init_transactions`])
+    /// and starts the sender.
+    pub async fn new(config: ProducerConfig) -> Result<Producer> {
+        let config = config.validated()?;
+        let client = Client::connect_with_in_flight(config.client.clone(), config.max_in_flight).await?;
+        let transactional = config.transactional_id.is_some();
+        let mode = Mode { idempotent: config.enable_idempotence, transactional };
+        let state = State {
+            acc: Accumulator::new(config.batch_size, config.compression, transactional),
+            pid: ProducerIdAndEpoch::NONE,
+            bump_needed: false,
+            bumping: false,
+            node_in_flight: HashMap::new(),
+            total_in_flight: 0,
+            flush_up_to: None,
+            closing: false,
+            refresh: BTreeSet::new(),
+            refreshing: false,
+            txn: transactional.then(TransactionState::new),
+            fatal: None,
+        };
+        let shared = Arc::new(Shared {
+            memory: Semaphore::new(config.buffer_memory.min(Semaphore::MAX_PERMITS)),
+            config,
+            client,
+            state: Mutex::new(state),
+            wake: Notify::new(),
+            progress: Notify::new(),
+            mode,
+            metrics: Counters::default(),
+        });
+        if mode.idempotent && !transactional {
+            let pid = sender::init_idempotent_pid(&shared, ProducerIdAndEpoch::NONE).await?;
+            shared.lock().pid = pid;
+        }
+        let sender = tokio::spawn(sender::run(shared.clone()));
+        Ok(Producer { shared, sender: Mutex::new(Some(sender)) })
+    }
+
+    /// The cluster view and connections this producer uses.
+    pub fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    /// The producer id and epoch (`id = -1` without idempotence or before
+    /// `init_transactions`).
+    pub fn producer_id_and_epoch(&self) -> ProducerIdAndEpoch {
+        self.shared.lock().pid
+    }
+
+    /// What the producer has done so far.
+    pub fn metrics(&self) -> ProducerMetrics {
+        let c = &self.shared.metrics;
+        ProducerMetrics {
+            requests_sent: c.requests_sent.load(Ordering::Relaxed),
+            records_acked: c.records_acked.load(Ordering::Relaxed),
+            batches_retried: c.batches_retried.load(Ordering::Relaxed),
+            batches_failed: c.batches_failed.load(Ordering::Relaxed),
+            epoch_bumps: c.epoch_bumps.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Queues `record` and returns the future of its acknowledgement. Waits only for
+    /// the topic's metadata (the first time) and for `buffer.memory`, each at most
+    /// `max.block.ms`.
+    pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture> {
+        let shared = &self.shared;
+        let config = &shared.config;
+        let target = match (record.partition, &record.key) {
+            (Some(p), _) => Target::Partition(p),
+            (None, Some(key)) if !config.partitioner_ignore_keys => {
+                Target::Key(partitioner::murmur2(key) & 0x7fff_ffff)
+            }
+            _ => Target::Sticky,
+        };
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        let headers = if record.headers.is_empty() {
+            Vec::new()
+        } else {
+            record
+                .headers
+                .into_iter()
+                .map(|h| RecordHeader { key: Bytes::from(h.key), value: h.value })
+                .collect()
+        };
+        let new = NewRecord { timestamp, key: record.key, value: record.value, headers };
+        let size = record_size(&new);
+        if size > config.max_request_size || size > config.buffer_memory {
+            return Err(Error::Kafka {
+                code: ErrorCode::MessageTooLarge,
+                message: Some(format!(
+                    "a record of {size} bytes is larger than max.request.size or buffer.memory"
+                )),
+            });
+        }
+        self.reserve(size).await?;
+        let result = self.append(&record.topic, target, &new, size).await;
+        if result.is_err() {
+            shared.memory.add_permits(size);
+        }
+        result
+    }
+
+    /// Appends a record whose memory is reserved, learning the topic's metadata first
+    /// if the accumulator does not know it yet.
+    async fn append(
+        &self,
+        topic: &str,
+        target: Target,
+        new: &NewRecord,
+        size: usize,
+    ) -> Result<DeliveryFuture> {
+        let shared = &self.shared;
+        loop {
+            let appended = {
+                let mut guard = shared.lock();
+                let st = &mut *guard;
+                check_open(st)?;
+                let appended = st.acc.append(topic, target, new, size, &Instant::now)?;
+                if let (Some((future, Some(p))), Some(txn)) = (&appended, st.txn.as_mut()) {
+                    txn.note_partition((future.topic.clone(), *p));
+                }
+                appended
+            };
+            match appended {
+                Some((future, opened)) => {
+                    if opened.is_some() {
+                        shared.wake.notify_one();
+                    }
+                    return Ok(future);
+                }
+                None => {
+                    let info = self.topic_info(topic).await?;
+                    shared.lock().acc.set_meta(topic, topic_meta(&info));
+                }
+            }
+        }
+    }
+
+    /// Sends every record queued so far without waiting for `linger.ms` and waits until
+    /// each is acknowledged or failed.
+    pub async fn flush(&self) -> Result<()> {
+        let last = {
+            let mut st = self.shared.lock();
+            let Some(last) = st.acc.last_id() else { return Ok(()) };
+            st.flush_up_to = Some(st.flush_up_to.map_or(last, |f| f.max(last)));
+            last
+        };
+        self.shared.wake.notify_one();
+        self.shared.wait_until(|st| st.acc.done_up_to(last)).await;
+        Ok(())
+    }
+
+    /// Flushes, stops the sender and closes the connections; later sends fail with
+    /// [`Error::Closed`].
+    pub async fn close(&self) -> Result<()> {
+        self.flush().await?;
+        self.shared.lock().closing = true;
+        self.shared.wake.notify_one();
+        let sender = self.sender.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(sender) = sender {
+            let _ = sender.await;
+        }
+        self.shared.client.close();
+        Ok(())
+    }
+
+    /// The topic's partitions, from the cluster view or (first send to it) a Metadata
+    /// request that may create it, retried up to `max.block.ms`.
+    async fn topic_info(&self, topic: &str) -> Result<Arc<TopicInfo>> {
+        let known = |t: &Arc<TopicInfo>| usable(t);
+        if let Some(t) = self.shared.client.cluster().topic(topic).filter(|t| known(t)) {
+            return Ok(t.clone());
+        }
+        let deadline = Instant::now() + self.shared.config.max_block;
+        let mut attempt = 0;
+        loop {
+            let cluster = self.shared.client.refresh_metadata_creating(&[topic.to_string()]).await?;
+            let info = cluster.topic(topic).cloned();
+            let error = match info {
+                Some(t) if known(&t) => return Ok(t),
+                Some(t) => t.error.map(Error::kafka),
+                None => None,
+            }
+            .unwrap_or_else(|| Error::kafka(ErrorCode::UnknownTopicOrPartition));
+            if !error.is_retriable() {
+                return Err(error);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::timeout(format!("metadata of {topic} within max.block.ms ({error})")));
+            }
+            tokio::time::sleep(self.shared.config.client.backoff(attempt)).await;
+            attempt += 1;
+        }
+    }
+
+    /// Takes `size` bytes of `buffer.memory`, waiting up to `max.block.ms`.
+    async fn reserve(&self, size: usize) -> Result<()> {
+        let permits = u32::try_from(size).map_err(|_| Error::kafka(ErrorCode::MessageTooLarge))?;
+        if let Ok(p) = self.shared.memory.try_acquire_many(permits) {
+            p.forget();
+            return Ok(());
+        }
+        match tokio::time::timeout(self.shared.config.max_block, self.shared.memory.acquire_many(permits))
+            .await
+        {
+            Ok(Ok(p)) => {
+                p.forget();
+                Ok(())
+            }
+            Ok(Err(_)) => Err(Error::Closed),
+            Err(_) => Err(Error::timeout("buffer.memory stayed full for max.block.ms")),
+        }
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        // The sender sends what is queued, then stops.
+        self.shared.lock().closing = true;
+        self.shared.wake.notify_one();
+    }
+}
+
+/// Why records may not be queued now, if they may not.
+fn check_open(st: &State) -> Result<()> {
+    if st.closing {
+        return Err(Error::Closed);
+    }
+    if let Some(e) = &st.fatal {
+        return Err(e.clone());
+    }
+    match &st.txn {
+        Some(txn) => txn.may_send(),
+        None => Ok(()),
+    }
+}
+
+/// A topic's partitioning metadata from the cluster view.
+pub(crate) fn topic_meta(info: &TopicInfo) -> TopicMeta {
+    TopicMeta {
+        partitions: info.partitions.len() as i32,
+        available: info.partitions.iter().filter(|p| p.leader >= 0).map(|p| p.partition).collect(),
+    }
+}
+
+/// Whether the view describes a topic well enough to send to it.
+pub(crate) fn usable(info: &TopicInfo) -> bool {
+    info.error.is_none() && !info.partitions.is_empty()
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

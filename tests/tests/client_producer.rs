@@ -1,0 +1,674 @@
+//! The client crate's producer against the real broker: records read back as sent with
+//! every codec and acks setting, keyed records on murmur2's partitions, an idempotent
+//! producer that survives a SIGKILL of the broker with no duplicate and no gap,
+//! transactions committed, aborted and fenced, and offsets committed in a transaction.
+//! Records are read back with raw Fetch requests through the client's `Connection`,
+//! so these tests do not depend on the consumer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+use strata_client::producer::partitioner::partition_for_key;
+use strata_client::producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
+use strata_client::{
+    Client, ClientConfig, ConsumerGroupMetadata, ErrorCode, OffsetAndMetadata, TopicPartition,
+};
+use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
+use strata_protocol::messages::fetch::{AbortedTransaction, FetchPartition, FetchRequest, FetchTopic};
+use strata_protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchRequestTopic};
+use strata_protocol::records::{Record, RecordBatches};
+use strata_protocol::{ApiKey, RequestBody, ResponseBody};
+use strata_tests::BrokerProcess;
+
+async fn create_topic(client: &Client, name: &str, partitions: i32) {
+    let request = CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: name.to_string(),
+            num_partitions: partitions,
+            replication_factor: -1,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let conn = client.controller().await.expect("controller");
+    let ResponseBody::CreateTopics(r) = conn.call(RequestBody::CreateTopics(request)).await.expect("create")
+    else {
+        panic!("wrong api")
+    };
+    assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
+}
+
+fn config(broker: &BrokerProcess, settings: &[(&str, &str)]) -> ProducerConfig {
+    let mut c = ProducerConfig::new(&broker.addr().to_string());
+    for (k, v) in settings {
+        c.set(k, v).expect("setting");
+    }
+    c
+}
+
+/// What a partition holds, read with Fetch from offset 0 to the high watermark
+/// (`isolation_level=0`) or the last stable offset (`1`, records of aborted
+/// transactions then dropped as a read_committed consumer drops them).
+struct Partition {
+    /// Data records (control batches skipped).
+    records: Vec<Record>,
+    /// Producer id and transactional flag of each data record's batch.
+    batch_of: Vec<(i64, bool)>,
+    /// The aborted transactions the broker listed.
+    aborted: Vec<AbortedTransaction>,
+}
+
+async fn read_partition(client: &Client, topic: &str, partition: i32, isolation: i8) -> Partition {
+    let (_, conn) = client.leader(topic, partition).await.expect("leader");
+    let version = conn.version_at_most(ApiKey::Fetch, 12).expect("fetch version");
+    let mut out = Partition { records: Vec::new(), batch_of: Vec::new(), aborted: Vec::new() };
+    let mut offset = 0i64;
+    let mut pending_aborts: Vec<AbortedTransaction> = Vec::new();
+    let mut aborting: Vec<i64> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "reading {topic}-{partition} took too long");
+        let request = FetchRequest {
+            max_wait_ms: 10,
+            min_bytes: 1,
+            max_bytes: 8 << 20,
+            isolation_level: isolation,
+            topics: vec![FetchTopic {
+                topic: topic.to_string(),
+                partitions: vec![FetchPartition {
+                    partition,
+                    fetch_offset: offset,
+                    partition_max_bytes: 4 << 20,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let ResponseBody::Fetch(r) =
+            conn.call_at(version, RequestBody::Fetch(request)).await.expect("fetch").body
+        else {
+            panic!("wrong api")
+        };
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch {topic}-{partition}");
+        let listed = p.aborted_transactions.clone().unwrap_or_default();
+        for a in listed {
+            if !out.aborted.iter().any(|b| b.producer_id == a.producer_id && b.first_offset == a.first_offset)
+            {
+                out.aborted.push(a.clone());
+                pending_aborts.push(a);
+            }
+        }
+        pending_aborts.sort_by_key(|a| a.first_offset);
+        let end =
+            if isolation == 1 && p.last_stable_offset >= 0 { p.last_stable_offset } else { p.high_watermark };
+        let bytes = p.records.as_ref().and_then(|s| s.memory()).unwrap_or_default();
+        for batch in RecordBatches::new(bytes) {
+            let batch = batch.expect("batch");
+            if batch.next_offset() <= offset {
+                continue;
+            }
+            if isolation == 1 {
+                while pending_aborts.first().is_some_and(|a| a.first_offset <= batch.last_offset()) {
+                    aborting.push(pending_aborts.remove(0).producer_id);
+                }
+            }
+            let pid = batch.producer_id();
+            if batch.is_control() {
+                aborting.retain(|id| *id != pid);
+            } else if !(batch.is_transactional() && aborting.contains(&pid)) {
+                for rec in batch.records(64 << 20).expect("records") {
+                    let rec = rec.expect("record");
+                    if rec.offset >= offset {
+                        out.batch_of.push((pid, batch.is_transactional()));
+                        out.records.push(rec);
+                    }
+                }
+            }
+            offset = batch.next_offset();
+        }
+        if offset >= end {
+            // read_committed: wait (with the deadline above) until no transaction is
+            // open, as the commit markers are written after EndTxn returns.
+            if isolation == 0 || end >= p.high_watermark {
+                return out;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// The partition's high watermark, from a Fetch that asks for next to no data.
+async fn high_watermark(client: &Client, topic: &str, partition: i32) -> i64 {
+    let (_, conn) = client.leader(topic, partition).await.expect("leader");
+    let version = conn.version_at_most(ApiKey::Fetch, 12).expect("fetch version");
+    let request = FetchRequest {
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes: 1,
+        topics: vec![FetchTopic {
+            topic: topic.to_string(),
+            partitions: vec![FetchPartition {
+                partition,
+                fetch_offset: 0,
+                partition_max_bytes: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let ResponseBody::Fetch(r) =
+        conn.call_at(version, RequestBody::Fetch(request)).await.expect("fetch").body
+    else {
+        panic!("wrong api")
+    };
+    r.responses[0].partitions[0].high_watermark
+}
+
+fn values(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap_or_default().to_vec()).expect("utf8"))
+        .collect()
+}
+
+async fn await_all(futures: Vec<DeliveryFuture>) -> Vec<strata_client::producer::RecordMetadata> {
+    let mut out = Vec::with_capacity(futures.len());
+    for f in futures {
+        out.push(f.await.expect("delivered"));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_are_read_back_as_sent_with_every_codec_and_keys_on_murmur2_partitions() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let topic = format!("codec-{codec}");
+        create_topic(&client, &topic, 3).await;
+        let producer = Producer::new(config(&broker, &[("compression.type", codec), ("linger.ms", "20")]))
+            .await
+            .expect("producer");
+        let mut futures = Vec::new();
+        for i in 0..600 {
+            let record = ProducerRecord::new(&topic)
+                .key(format!("key-{}", i % 37))
+                .value(format!("{codec}-{i}"))
+                .header("i", Some(i.to_string()))
+                .timestamp(1_700_000_000_000 + i);
+            futures.push(producer.send(record).await.expect("send"));
+        }
+        let acks = await_all(futures).await;
+        for (i, m) in acks.iter().enumerate() {
+            assert_eq!(m.partition, partition_for_key(format!("key-{}", i % 37).as_bytes(), 3), "murmur2");
+            assert_eq!(m.timestamp, 1_700_000_000_000 + i as i64);
+            assert_eq!(&*m.topic, topic.as_str());
+        }
+        let mut sent: HashMap<i32, Vec<(i64, String)>> = HashMap::new();
+        for (i, m) in acks.iter().enumerate() {
+            sent.entry(m.partition).or_default().push((m.offset, format!("{codec}-{i}")));
+        }
+        for p in 0..3 {
+            let read = read_partition(&client, &topic, p, 0).await;
+            let want = sent.remove(&p).unwrap_or_default();
+            let got: Vec<(i64, String)> =
+                read.records.iter().map(|r| r.offset).zip(values(&read.records)).collect();
+            assert_eq!(got, want, "{codec}: partition {p} holds what was acknowledged, in order");
+            for r in &read.records {
+                assert_eq!(r.headers.len(), 1);
+                assert_eq!(&r.headers[0].key[..], b"i");
+            }
+            assert!(read.batch_of.iter().all(|(pid, txn)| *pid >= 0 && !txn), "idempotent by default");
+        }
+        producer.close().await.expect("close");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_zero_one_and_all_all_deliver() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    for acks in ["0", "1", "all"] {
+        let topic = format!("acks-{acks}");
+        create_topic(&client, &topic, 1).await;
+        let producer = Producer::new(config(&broker, &[("acks", acks)])).await.expect("producer");
+        let idempotent = producer.producer_id_and_epoch().is_set();
+        assert_eq!(idempotent, acks == "all", "idempotence only with acks=all unless asked for");
+        let mut futures = Vec::new();
+        for i in 0..300 {
+            futures
+                .push(producer.send(ProducerRecord::new(&topic).value(format!("{i}"))).await.expect("send"));
+        }
+        let acked = await_all(futures).await;
+        if acks == "0" {
+            assert!(acked.iter().all(|m| m.offset == -1), "acks=0 has no offsets");
+        } else {
+            assert_eq!(acked.iter().map(|m| m.offset).collect::<Vec<_>>(), (0..300).collect::<Vec<_>>());
+        }
+        producer.close().await.expect("close");
+        // acks=0 gives no answer to wait for: the records arrive shortly after.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let read = read_partition(&client, &topic, 0, 0).await;
+            if read.records.len() == 300 || Instant::now() > deadline {
+                assert_eq!(
+                    values(&read.records),
+                    (0..300).map(|i| i.to_string()).collect::<Vec<_>>(),
+                    "acks={acks}"
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unkeyed_records_fill_a_batch_on_one_partition_before_moving_on() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "sticky", 3).await;
+    let producer = Producer::new(config(&broker, &[("batch.size", "1000"), ("linger.ms", "200")]))
+        .await
+        .expect("producer");
+    let mut futures = Vec::new();
+    for i in 0..1000 {
+        futures.push(
+            producer.send(ProducerRecord::new("sticky").value(format!("{i:0>40}"))).await.expect("send"),
+        );
+    }
+    let partitions: Vec<i32> = await_all(futures).await.iter().map(|m| m.partition).collect();
+    let switches = partitions.windows(2).filter(|w| w[0] != w[1]).count();
+    // About 16 records of 61 bytes fill a 1000-byte batch: one switch per batch.
+    assert!((40..=80).contains(&switches), "{switches} partition switches");
+    for p in 0..3 {
+        assert!(partitions.contains(&p), "partition {p} got records");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_to_a_missing_partition_or_too_large_a_record_fails_at_once() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "limits", 2).await;
+    let producer = Producer::new(config(&broker, &[("max.request.size", "1000")])).await.expect("producer");
+    let e = producer.send(ProducerRecord::new("limits").partition(5).value("x")).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::UnknownTopicOrPartition));
+    let e = producer.send(ProducerRecord::new("limits").value(vec![0u8; 2000])).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::MessageTooLarge));
+    // A topic the broker creates on first use.
+    let m = producer
+        .send(ProducerRecord::new("auto-created").value("x"))
+        .await
+        .expect("send")
+        .await
+        .expect("ack");
+    assert_eq!(m.offset, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_broker_refuses_fails_alone_and_the_epoch_bump_lets_later_ones_through() {
+    let broker = BrokerProcess::start(&["message.max.bytes=2000"]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "refused", 1).await;
+    let producer = Producer::new(config(&broker, &[("linger.ms", "50")])).await.expect("producer");
+    let before = producer.producer_id_and_epoch();
+    // Ten records of 500 bytes make one batch of about 5 KB: over message.max.bytes.
+    let mut big = Vec::new();
+    for i in 0..10 {
+        let value = format!("{i:0>500}");
+        big.push(producer.send(ProducerRecord::new("refused").value(value)).await.expect("send"));
+    }
+    for f in big {
+        let e = f.await.unwrap_err();
+        assert!(!e.is_retriable(), "{e}");
+        assert!(matches!(e.code(), Some(ErrorCode::MessageTooLarge | ErrorCode::RecordListTooLarge)), "{e}");
+    }
+    // The refused batch's sequences never reached the log: without a new epoch every later
+    // batch would be out of order.
+    let mut small = Vec::new();
+    for i in 0..3 {
+        small.push(
+            producer.send(ProducerRecord::new("refused").value(format!("small-{i}"))).await.expect("send"),
+        );
+    }
+    let offsets: Vec<i64> = await_all(small).await.iter().map(|m| m.offset).collect();
+    assert_eq!(offsets, vec![0, 1, 2]);
+    assert_eq!(producer.metrics().epoch_bumps, 1);
+    let after = producer.producer_id_and_epoch();
+    assert!(after != before, "{before:?} -> {after:?}");
+    let read = read_partition(&client, "refused", 0, 0).await;
+    assert_eq!(values(&read.records), vec!["small-0", "small-1", "small-2"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_batch_makes_the_transaction_abortable_and_the_abort_lets_the_next_one_commit() {
+    let broker = BrokerProcess::start(&["message.max.bytes=2000"]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "txn-refused", 1).await;
+    let producer = Producer::new(config(&broker, &[("transactional.id", "refused"), ("linger.ms", "50")]))
+        .await
+        .expect("producer");
+    producer.init_transactions().await.expect("init");
+    let before = producer.producer_id_and_epoch();
+    producer.begin_transaction().expect("begin");
+    let mut big = Vec::new();
+    for i in 0..10 {
+        big.push(
+            producer
+                .send(ProducerRecord::new("txn-refused").value(format!("{i:0>500}")))
+                .await
+                .expect("send"),
+        );
+    }
+    let e = producer.commit_transaction().await.unwrap_err();
+    assert!(e.requires_abort() && !e.is_fatal(), "{e}");
+    for f in big {
+        assert!(f.await.unwrap_err().requires_abort());
+    }
+    assert!(producer.send(ProducerRecord::new("txn-refused").value("x")).await.unwrap_err().requires_abort());
+    producer.abort_transaction().await.expect("abort");
+    let after = producer.producer_id_and_epoch();
+    assert_eq!(after.id, before.id);
+    assert!(after.epoch > before.epoch, "the abort bumped the epoch (KIP-360): {before:?} -> {after:?}");
+    producer.begin_transaction().expect("begin");
+    producer.send(ProducerRecord::new("txn-refused").value("small")).await.expect("send");
+    producer.commit_transaction().await.expect("commit");
+    let read = read_partition(&client, "txn-refused", 0, 1).await;
+    assert_eq!(values(&read.records), vec!["small"]);
+}
+
+/// Produces `total` unique values to 2 partitions in `kills + 1` waves; once a wave is
+/// queued and partly written, the broker is SIGKILLed and restarted, so requests are in
+/// flight at each kill. Returns, per partition, the acknowledged values in send order and
+/// the values the partition holds; and how many batches were sent again.
+async fn produce_through_kills(
+    settings: &[(&str, &str)],
+    total: u32,
+    kills: u32,
+) -> (Vec<(Vec<u32>, Vec<u32>)>, u64) {
+    let mut broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "idem", 2).await;
+    let mut all = vec![("linger.ms", "1"), ("batch.size", "1000"), ("request.timeout.ms", "3000")];
+    all.extend_from_slice(settings);
+    let producer = std::sync::Arc::new(Producer::new(config(&broker, &all)).await.expect("producer"));
+    let wave = total / (kills + 1);
+    let (queued_tx, mut queued) = tokio::sync::mpsc::unbounded_channel::<u32>();
+    let (resume, mut resumed) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let sender = {
+        let producer = producer.clone();
+        tokio::spawn(async move {
+            let mut futures = Vec::new();
+            for w in 0..=kills {
+                for i in w * wave..(w + 1) * wave {
+                    let record = ProducerRecord::new("idem").partition((i % 2) as i32).value(format!("{i}"));
+                    futures.push((i, producer.send(record).await.expect("send")));
+                }
+                queued_tx.send(w).expect("queued");
+                if w < kills {
+                    resumed.recv().await.expect("resume");
+                }
+            }
+            futures
+        })
+    };
+    for k in 0..kills {
+        assert_eq!(queued.recv().await, Some(k));
+        // Kill once some of this wave is written: the rest is queued or in flight.
+        let mark = (k * wave / 2) as usize + 50;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let written = loop {
+            let hw = high_watermark(&client, "idem", 0).await as usize;
+            if hw > mark {
+                break hw;
+            }
+            assert!(Instant::now() < deadline, "no progress before kill {k}");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        assert!(written < ((k + 1) * wave / 2) as usize, "kill {k} came after its wave was written");
+        tokio::task::block_in_place(|| {
+            broker.kill().expect("kill");
+            broker.restart().expect("restart");
+        });
+        resume.send(()).expect("resume");
+    }
+    let futures = sender.await.expect("sender task");
+    let mut acked: Vec<Vec<u32>> = vec![Vec::new(), Vec::new()];
+    let mut failed = 0;
+    for (i, f) in futures {
+        match f.await {
+            Ok(m) => acked[m.partition as usize].push(i),
+            Err(e) => {
+                failed += 1;
+                eprintln!("record {i} failed: {e}");
+            }
+        }
+    }
+    assert_eq!(failed, 0, "delivery.timeout.ms is far longer than the restarts");
+    let mut out = Vec::new();
+    for (p, acked) in acked.into_iter().enumerate() {
+        let read = read_partition(&client, "idem", p as i32, 0).await;
+        let got: Vec<u32> = values(&read.records).iter().map(|v| v.parse().expect("number")).collect();
+        out.push((acked, got));
+    }
+    (out, producer.metrics().batches_retried)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_producer_survives_broker_kills_without_duplicates_or_gaps() {
+    let (results, retried) = produce_through_kills(&[], 90_000, 3).await;
+    assert!(retried > 0, "the kills hit no request in flight");
+    for (p, (acked, got)) in results.into_iter().enumerate() {
+        assert_eq!(acked.len(), 45_000, "partition {p}: every record acknowledged");
+        assert_eq!(got.len(), acked.len(), "partition {p}: every record exactly once");
+        assert_eq!(got, acked, "partition {p}: in send order, no duplicate, no gap");
+    }
+}
+
+/// Requests that time out on the client after the broker wrote them are sent again:
+/// only sequence numbers keep those retries from writing records twice. Without
+/// idempotence this test finds hundreds of duplicates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_after_request_timeouts_write_each_record_once() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "retried", 2).await;
+    // 2 ms: some requests time out after the broker wrote them.
+    let settings = [
+        ("linger.ms", "1"),
+        ("batch.size", "1000"),
+        ("retry.backoff.ms", "1"),
+        ("request.timeout.ms", "2"),
+        ("delivery.timeout.ms", "30000"),
+    ];
+    // Bootstrapping itself may time out at 2 ms: try again, up to a deadline.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let producer = loop {
+        match Producer::new(config(&broker, &settings)).await {
+            Ok(p) => break p,
+            Err(e) => assert!(Instant::now() < deadline && e.is_retriable(), "producer: {e}"),
+        }
+    };
+    let total = 20_000u32;
+    let mut futures = Vec::new();
+    for i in 0..total {
+        let record = ProducerRecord::new("retried").partition((i % 2) as i32).value(format!("{i}"));
+        futures.push((i, producer.send(record).await.expect("send")));
+    }
+    let mut acked: Vec<Vec<u32>> = vec![Vec::new(), Vec::new()];
+    let mut timed_out = 0;
+    for (i, f) in futures {
+        match f.await {
+            Ok(m) => acked[m.partition as usize].push(i),
+            // On a machine too loaded for 2 ms round trips a record may run out of
+            // delivery time: it is then written at most once, which is checked below.
+            Err(e) if e.is_retriable() => timed_out += 1,
+            Err(e) => panic!("record {i}: {e}"),
+        }
+    }
+    assert!(producer.metrics().batches_retried > 0, "no request timed out: the test proves nothing");
+    assert!(timed_out < total / 2, "{timed_out} of {total} records ran out of time");
+    for (p, acked) in acked.into_iter().enumerate() {
+        let read = read_partition(&client, "retried", p as i32, 0).await;
+        let got: Vec<u32> = values(&read.records).iter().map(|v| v.parse().expect("number")).collect();
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "partition {p}: in send order, no duplicate");
+        let mut missing = acked.iter().filter(|v| got.binary_search(v).is_err());
+        assert!(missing.next().is_none(), "partition {p}: an acknowledged record is missing");
+        if timed_out == 0 {
+            assert_eq!(got, acked, "partition {p}: exactly the acknowledged records");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_commit_and_abort_and_readers_see_only_the_committed() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "txn", 2).await;
+    let producer =
+        Producer::new(config(&broker, &[("transactional.id", "txn-app")])).await.expect("producer");
+    assert!(producer.begin_transaction().is_err(), "before init_transactions");
+    producer.init_transactions().await.expect("init");
+    let pid = producer.producer_id_and_epoch();
+    assert!(pid.is_set());
+    assert!(
+        producer.send(ProducerRecord::new("txn").value("outside")).await.is_err(),
+        "outside a transaction"
+    );
+
+    let mut expected_committed: Vec<Vec<String>> = vec![Vec::new(), Vec::new()];
+    let mut futures = Vec::new();
+    for round in 0..3 {
+        producer.begin_transaction().expect("begin");
+        for i in 0..50 {
+            let value = format!("r{round}-{i}");
+            let p = i % 2;
+            futures.push(
+                producer
+                    .send(ProducerRecord::new("txn").partition(p).value(value.clone()))
+                    .await
+                    .expect("send"),
+            );
+            if round != 1 {
+                expected_committed[p as usize].push(value);
+            }
+        }
+        if round == 1 {
+            producer.flush().await.expect("flush");
+            producer.abort_transaction().await.expect("abort");
+        } else {
+            producer.commit_transaction().await.expect("commit");
+        }
+    }
+    await_all(futures).await;
+    // An aborted transaction whose records were never sent: they fail, nothing is written.
+    producer.begin_transaction().expect("begin");
+    let lost = producer.send(ProducerRecord::new("txn").partition(0).value("never")).await.expect("send");
+    producer.abort_transaction().await.expect("abort");
+    let e = lost.await.unwrap_err();
+    assert!(e.requires_abort(), "{e}");
+
+    for p in 0..2 {
+        let committed = read_partition(&client, "txn", p, 1).await;
+        assert_eq!(
+            values(&committed.records),
+            expected_committed[p as usize],
+            "partition {p}: committed records"
+        );
+        assert_eq!(committed.aborted.len(), 1, "partition {p}: the aborted transaction is listed");
+        assert_eq!(committed.aborted[0].producer_id, pid.id);
+        let all = read_partition(&client, "txn", p, 0).await;
+        assert_eq!(all.records.len(), 75, "read_uncommitted sees the aborted records too");
+        assert!(all.batch_of.iter().all(|(id, txn)| *id == pid.id && *txn));
+    }
+    producer.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zombie_transactional_producer_is_fenced_by_a_new_instance() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "fenced", 1).await;
+    let zombie = Producer::new(config(&broker, &[("transactional.id", "fence-me")])).await.expect("zombie");
+    zombie.init_transactions().await.expect("init");
+    zombie.begin_transaction().expect("begin");
+    zombie.send(ProducerRecord::new("fenced").value("z1")).await.expect("send").await.expect("written");
+
+    let successor =
+        Producer::new(config(&broker, &[("transactional.id", "fence-me")])).await.expect("successor");
+    successor.init_transactions().await.expect("init fences the zombie");
+    assert!(successor.producer_id_and_epoch().epoch > zombie.producer_id_and_epoch().epoch);
+
+    let e = zombie.commit_transaction().await.unwrap_err();
+    assert!(e.is_fatal(), "{e}");
+    assert!(
+        matches!(e.code(), Some(ErrorCode::ProducerFenced) | Some(ErrorCode::InvalidProducerEpoch)),
+        "{e}"
+    );
+    let again = zombie.begin_transaction().unwrap_err();
+    assert!(again.is_fatal(), "the zombie can only close: {again}");
+
+    successor.begin_transaction().expect("begin");
+    successor.send(ProducerRecord::new("fenced").value("s1")).await.expect("send");
+    successor.commit_transaction().await.expect("commit");
+    let read = read_partition(&client, "fenced", 0, 1).await;
+    assert_eq!(values(&read.records), vec!["s1".to_string()], "the zombie's open transaction was aborted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_sent_to_a_transaction_are_committed_with_it() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "in", 1).await;
+    create_topic(&client, "out", 1).await;
+    let producer = Producer::new(config(&broker, &[("transactional.id", "rpw")])).await.expect("producer");
+    producer.init_transactions().await.expect("init");
+    let group = ConsumerGroupMetadata::new("rpw-group");
+    let mut offsets = BTreeMap::new();
+    offsets.insert(TopicPartition::new("in", 0), OffsetAndMetadata::new(42));
+
+    producer.begin_transaction().expect("begin");
+    producer.send(ProducerRecord::new("out").value("processed")).await.expect("send");
+    producer.send_offsets_to_transaction(&offsets, &group).await.expect("offsets");
+    producer.abort_transaction().await.expect("abort");
+    assert_eq!(committed_offset(&client, "rpw-group").await, -1, "aborted offsets are not committed");
+
+    producer.begin_transaction().expect("begin");
+    producer.send(ProducerRecord::new("out").value("processed")).await.expect("send");
+    producer.send_offsets_to_transaction(&offsets, &group).await.expect("offsets");
+    producer.commit_transaction().await.expect("commit");
+    assert_eq!(committed_offset(&client, "rpw-group").await, 42);
+}
+
+async fn committed_offset(client: &Client, group: &str) -> i64 {
+    let (_, conn) =
+        client.coordinator(strata_client::CoordinatorKind::Group, group).await.expect("coordinator");
+    let version = conn.version_at_most(ApiKey::OffsetFetch, 7).expect("version");
+    let request = OffsetFetchRequest {
+        group_id: group.to_string(),
+        topics: Some(vec![OffsetFetchRequestTopic { name: "in".to_string(), partition_indexes: vec![0] }]),
+        require_stable: true,
+        ..Default::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ResponseBody::OffsetFetch(r) = conn
+            .call_at(version, RequestBody::OffsetFetch(request.clone()))
+            .await
+            .expect("offset fetch")
+            .body
+        else {
+            panic!("wrong api")
+        };
+        let p = &r.topics[0].partitions[0];
+        // UNSTABLE_OFFSET_COMMIT while the markers are being written.
+        if p.error_code == 0 {
+            return p.committed_offset;
+        }
+        assert!(Instant::now() < deadline, "offset fetch error {}", p.error_code);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
