@@ -21,6 +21,7 @@
 pub mod client;
 pub mod config;
 pub mod connection;
+pub mod consumer;
 pub mod consumer_protocol;
 pub mod error;
 pub mod metadata;
