@@ -1,7 +1,7 @@
 //! Group membership (the classic protocol) as a pure state machine, like the broker's
 //! group coordinator: responses, times and the application's progress go in; the next
 //! request to send and the rebalance callbacks to run come out. No sockets, no clock:
-//! the async shell in [`super::coordinator`] executes what it asks for.
+//! the async shell in the consumer's coordinator module executes what it asks for.
 //!
 //! The life of a member, as the Java consumer's `AbstractCoordinator` and
 //! `ConsumerCoordinator` live it:

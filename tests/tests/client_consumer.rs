@@ -1,0 +1,506 @@
+//! The client crate's consumer against the real broker: every codec read back; three
+//! consumers joining and leaving a group under load with nothing lost and nothing
+//! processed twice by committed offsets; static membership surviving a restart without
+//! a rebalance; `read_committed` skipping an aborted transaction written by
+//! librdkafka; positions restored from a checkpoint; and a librdkafka consumer sharing
+//! a group with ours. Test data is produced with raw Produce requests.
+
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use strata_client::consumer::{Consumer, ConsumerConfig, NoopListener, Rebalance, RebalanceListener};
+use strata_client::{Client, ClientConfig, TopicPartition};
+use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
+use strata_protocol::messages::produce::{PartitionProduceData, ProduceRequest, TopicProduceData};
+use strata_protocol::records::{Compression, NewRecord, RecordBatchBuilder};
+use strata_protocol::{RequestBody, ResponseBody};
+use strata_tests::BrokerProcess;
+
+const PYTHON: &str = "/work/main/.venv/bin/python";
+
+fn broker() -> BrokerProcess {
+    BrokerProcess::start(&["group.initial.rebalance.delay.ms=0"]).expect("broker")
+}
+
+async fn create_topic(client: &Client, name: &str, partitions: i32) {
+    let request = CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: name.to_string(),
+            num_partitions: partitions,
+            replication_factor: -1,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let conn = client.controller().await.expect("controller");
+    let ResponseBody::CreateTopics(r) = conn.call(RequestBody::CreateTopics(request)).await.expect("create")
+    else {
+        panic!("wrong api")
+    };
+    assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
+}
+
+/// Produces one batch of `values` (acks=all); returns its base offset.
+async fn produce(client: &Client, topic: &str, partition: i32, values: &[String], codec: Compression) -> i64 {
+    let mut builder = RecordBatchBuilder::new(0).compression(codec);
+    for (i, v) in values.iter().enumerate() {
+        let record = NewRecord::new(
+            1_700_000_000_000 + i as i64,
+            Some(Bytes::from(format!("k{i}"))),
+            Some(Bytes::from(v.clone())),
+        )
+        .with_header("h", Some(Bytes::from_static(b"hv")));
+        builder.append(&record).expect("append");
+    }
+    let batch = builder.build().expect("build");
+    let request = ProduceRequest {
+        transactional_id: None,
+        acks: -1,
+        timeout_ms: 10_000,
+        topic_data: vec![TopicProduceData {
+            name: topic.to_string(),
+            partition_data: vec![PartitionProduceData { index: partition, records: Some(batch) }],
+        }],
+    };
+    let (_, conn) = client.leader(topic, partition).await.expect("leader");
+    let ResponseBody::Produce(r) = conn.call(RequestBody::Produce(request)).await.expect("produce") else {
+        panic!("wrong api")
+    };
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 0, "produce to {topic}-{partition}");
+    p.base_offset
+}
+
+fn config(broker: &BrokerProcess, group: Option<&str>) -> ConsumerConfig {
+    let mut c = ConsumerConfig::new(&broker.addr().to_string());
+    if let Some(g) = group {
+        c.set("group.id", g).expect("group.id");
+    }
+    c.set("auto.offset.reset", "earliest").expect("reset");
+    c.set("enable.auto.commit", "false").expect("auto commit");
+    c.set("fetch.max.wait.ms", "100").expect("wait");
+    c.set("heartbeat.interval.ms", "300").expect("hb");
+    c.set("session.timeout.ms", "10000").expect("session");
+    c.set("max.poll.interval.ms", "15000").expect("poll interval");
+    c
+}
+
+/// Polls until `done` says so or the deadline passes; returns everything polled.
+async fn poll_until(
+    consumer: &mut Consumer,
+    deadline: Duration,
+    mut done: impl FnMut(&[(TopicPartition, i64, String)]) -> bool,
+) -> Vec<(TopicPartition, i64, String)> {
+    let end = Instant::now() + deadline;
+    let mut seen = Vec::new();
+    while !done(&seen) {
+        assert!(Instant::now() < end, "timed out; got {} records", seen.len());
+        for r in consumer.poll(Duration::from_millis(200)).await.expect("poll") {
+            let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
+            seen.push((TopicPartition::new(&*r.topic, r.partition), r.offset, value));
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_record_is_read_back_with_every_codec() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "codecs", 2).await;
+    let mut expected = BTreeSet::new();
+    let codecs =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+    for (c, codec) in codecs.iter().enumerate() {
+        for p in 0..2 {
+            let values: Vec<String> = (0..50).map(|i| format!("{codec:?}-{p}-{i}")).collect();
+            let base = produce(&client, "codecs", p, &values, *codec).await;
+            for (i, v) in values.iter().enumerate() {
+                expected.insert((TopicPartition::new("codecs", p), base + i as i64, v.clone()));
+            }
+            assert_eq!(base, c as i64 * 50);
+        }
+    }
+    let mut consumer = Consumer::new(config(&broker, None)).await.expect("consumer");
+    consumer.assign(&[TopicPartition::new("codecs", 0), TopicPartition::new("codecs", 1)]).expect("assign");
+    let seen = poll_until(&mut consumer, Duration::from_secs(30), |s| s.len() >= expected.len()).await;
+    assert_eq!(seen.len(), expected.len(), "nothing twice");
+    assert_eq!(seen.iter().cloned().collect::<BTreeSet<_>>(), expected);
+    // Per partition in offset order.
+    for p in 0..2 {
+        let offsets: Vec<i64> =
+            seen.iter().filter(|(tp, _, _)| tp.partition == p).map(|(_, o, _)| *o).collect();
+        assert!(offsets.windows(2).all(|w| w[0] + 1 == w[1]), "in order");
+    }
+    let positions = consumer.positions();
+    assert_eq!(positions.values().copied().collect::<Vec<_>>(), vec![250, 250]);
+    consumer.close().await.expect("close");
+}
+
+/// A consumer in the rebalance test: its processed records, and commits on revocation.
+struct Recorder {
+    revoked: Arc<AtomicUsize>,
+}
+
+impl RebalanceListener for Recorder {
+    fn on_partitions_revoked(&mut self, rebalance: &mut Rebalance, _partitions: &[TopicPartition]) {
+        self.revoked.fetch_add(1, Ordering::Relaxed);
+        rebalance.commit_positions();
+    }
+}
+
+type Processed = Arc<Mutex<Vec<(TopicPartition, i64)>>>;
+
+/// Runs a group member until `stop`: processes (records) each poll's records, then
+/// commits the positions; a revocation commits in the listener. Records processed but
+/// not covered by a commit are kept apart, as they may rightly be seen again.
+fn spawn_member(
+    broker: &BrokerProcess,
+    group: &str,
+    topic: &'static str,
+    stop: Arc<AtomicBool>,
+    committed: Processed,
+) -> tokio::task::JoinHandle<(usize, usize)> {
+    let mut c = config(broker, Some(group));
+    c.set("partition.assignment.strategy", "range").expect("strategy");
+    tokio::spawn(async move {
+        let mut consumer = Consumer::new(c).await.expect("consumer");
+        let revoked = Arc::new(AtomicUsize::new(0));
+        consumer.subscribe(&[topic], Box::new(Recorder { revoked: revoked.clone() })).expect("subscribe");
+        let mut mine = 0;
+        while !stop.load(Ordering::Acquire) {
+            let records = consumer.poll(Duration::from_millis(100)).await.expect("poll");
+            if records.is_empty() {
+                continue;
+            }
+            let batch: Vec<(TopicPartition, i64)> =
+                records.iter().map(|r| (TopicPartition::new(&*r.topic, r.partition), r.offset)).collect();
+            // Processed; a failed commit (a rebalance under way) leaves them to whoever
+            // owns the partition next, which the test then allows to be seen twice.
+            if consumer.commit_sync(None).await.is_ok() {
+                mine += batch.len();
+                committed.lock().unwrap().extend(batch);
+            }
+        }
+        consumer.close().await.expect("close");
+        (mine, revoked.load(Ordering::Relaxed))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_consumers_joining_and_leaving_under_load_lose_nothing_and_commit_nothing_twice() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "rebalance", 6).await;
+    let produced = Arc::new(Mutex::new(BTreeSet::new()));
+    let producing = {
+        let (client, produced) = (client.clone(), produced.clone());
+        tokio::spawn(async move {
+            for round in 0..60 {
+                for p in 0..6 {
+                    let values: Vec<String> = (0..20).map(|i| format!("{round}-{i}")).collect();
+                    let base = produce(&client, "rebalance", p, &values, Compression::Lz4).await;
+                    let mut set = produced.lock().unwrap();
+                    set.extend((0..20).map(|i| (TopicPartition::new("rebalance", p), base + i)));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let committed: Processed = Arc::new(Mutex::new(Vec::new()));
+    let stops: Vec<Arc<AtomicBool>> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let a = spawn_member(&broker, "g-rebalance", "rebalance", stops[0].clone(), committed.clone());
+    let grown = |n: usize| {
+        let committed = committed.clone();
+        async move {
+            let end = Instant::now() + Duration::from_secs(60);
+            while committed.lock().unwrap().len() < n {
+                assert!(Instant::now() < end, "progress stalled below {n}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    grown(500).await;
+    let b = spawn_member(&broker, "g-rebalance", "rebalance", stops[1].clone(), committed.clone());
+    grown(1500).await;
+    let c = spawn_member(&broker, "g-rebalance", "rebalance", stops[2].clone(), committed.clone());
+    grown(2500).await;
+    stops[1].store(true, Ordering::Release); // b leaves mid-stream
+    let (b_records, b_revocations) = b.await.expect("b");
+    assert!(
+        b_records > 0 && b_revocations >= 1,
+        "b took part: {b_records} records, {b_revocations} revocations"
+    );
+    grown(4000).await;
+    stops[0].store(true, Ordering::Release); // a leaves too
+    let (a_records, a_revocations) = a.await.expect("a");
+    // a gave partitions up when b joined, when c joined, and on leaving.
+    assert!(a_records > 0 && a_revocations >= 3, "a: {a_records} records, {a_revocations} revocations");
+    producing.await.expect("producer");
+    let total = produced.lock().unwrap().len();
+    assert_eq!(total, 60 * 6 * 20);
+    // c alone finishes the topic.
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let seen: BTreeSet<(TopicPartition, i64)> = committed.lock().unwrap().iter().cloned().collect();
+        if seen.len() >= total {
+            break;
+        }
+        assert!(Instant::now() < end, "only {} of {total} committed", seen.len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stops[2].store(true, Ordering::Release);
+    let (c_records, _) = c.await.expect("c");
+    assert!(c_records > 0);
+    let all = committed.lock().unwrap().clone();
+    let unique: BTreeSet<(TopicPartition, i64)> = all.iter().cloned().collect();
+    assert_eq!(unique, *produced.lock().unwrap(), "no record lost");
+    assert_eq!(all.len(), unique.len(), "no record committed twice");
+    // The group's committed offsets are the log ends.
+    let mut check = Consumer::new(config(&broker, Some("g-rebalance"))).await.expect("checker");
+    let parts: Vec<TopicPartition> = (0..6).map(|p| TopicPartition::new("rebalance", p)).collect();
+    let offsets = check.committed(&parts).await.expect("committed");
+    for tp in &parts {
+        assert_eq!(offsets[tp].as_ref().map(|o| o.offset), Some(1200), "{tp}");
+    }
+    check.commit_sync(Some(BTreeMap::new())).await.expect("empty commit");
+}
+
+/// Counts the callbacks, to see that no rebalance happened.
+struct Counting {
+    revoked: Arc<AtomicUsize>,
+    assigned: Arc<Mutex<Vec<Vec<TopicPartition>>>>,
+}
+
+impl RebalanceListener for Counting {
+    fn on_partitions_revoked(&mut self, _: &mut Rebalance, _partitions: &[TopicPartition]) {
+        self.revoked.fetch_add(1, Ordering::Relaxed);
+    }
+    fn on_partitions_assigned(&mut self, _: &mut Rebalance, partitions: &[TopicPartition]) {
+        self.assigned.lock().unwrap().push(partitions.to_vec());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_restarting_keeps_its_assignment_without_a_rebalance() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "static", 4).await;
+    let static_config = |id: &str| {
+        let mut c = config(&broker, Some("g-static"));
+        c.set("group.instance.id", id).expect("instance");
+        c.set("session.timeout.ms", "30000").expect("session");
+        c
+    };
+    let mut a = Consumer::new(static_config("a")).await.expect("a");
+    a.subscribe(&["static"], Box::new(NoopListener)).expect("subscribe");
+    let b_revoked = Arc::new(AtomicUsize::new(0));
+    let b_assigned = Arc::new(Mutex::new(Vec::new()));
+    let mut b = Consumer::new(static_config("b")).await.expect("b");
+    b.subscribe(&["static"], Box::new(Counting { revoked: b_revoked.clone(), assigned: b_assigned.clone() }))
+        .expect("subscribe");
+    // Both members in one generation, two partitions each.
+    let end = Instant::now() + Duration::from_secs(30);
+    while a.assignment().len() != 2 || b.assignment().len() != 2 {
+        assert!(Instant::now() < end, "a {:?} b {:?}", a.assignment(), b.assignment());
+        a.poll(Duration::from_millis(50)).await.expect("poll a");
+        b.poll(Duration::from_millis(50)).await.expect("poll b");
+    }
+    let a_assignment = a.assignment();
+    let generation = b.group_metadata().generation_id;
+    let revocations = b_revoked.load(Ordering::Relaxed);
+    a.close().await.expect("close a (no LeaveGroup for a static member)");
+    // The same instance comes back: the coordinator hands it the old assignment.
+    let mut a2 = Consumer::new(static_config("a")).await.expect("a again");
+    a2.subscribe(&["static"], Box::new(NoopListener)).expect("subscribe");
+    let end = Instant::now() + Duration::from_secs(20);
+    while a2.assignment().is_empty() {
+        assert!(Instant::now() < end, "the restarted member got nothing");
+        a2.poll(Duration::from_millis(50)).await.expect("poll a2");
+        b.poll(Duration::from_millis(50)).await.expect("poll b");
+    }
+    assert_eq!(a2.assignment(), a_assignment, "same partitions");
+    // b keeps heartbeating through several intervals: no rebalance reaches it.
+    for _ in 0..10 {
+        b.poll(Duration::from_millis(100)).await.expect("poll b");
+    }
+    assert_eq!(b.group_metadata().generation_id, generation, "no new generation");
+    assert_eq!(b_revoked.load(Ordering::Relaxed), revocations, "b revoked nothing");
+    a2.close().await.expect("close");
+    b.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_committed_skips_an_aborted_transaction() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "txn", 1).await;
+    let script = r#"
+import sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "txn-test"})
+p.init_transactions(30)
+for name, commit in (("c1", True), ("a", False), ("c2", True)):
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("txn", value=f"{name}-{i}".encode(), partition=0)
+    p.flush(30)
+    if commit:
+        p.commit_transaction(30)
+    else:
+        p.abort_transaction(30)
+plain = Producer({"bootstrap.servers": sys.argv[1]})
+plain.produce("txn", value=b"plain", partition=0)
+plain.flush(30)
+"#;
+    let out =
+        Command::new(PYTHON).arg("-c").arg(script).arg(broker.addr().to_string()).output().expect("python");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |isolation: &'static str| {
+        let mut c = config(&broker, None);
+        c.set("isolation.level", isolation).expect("isolation");
+        async move {
+            let mut consumer = Consumer::new(c).await.expect("consumer");
+            consumer.assign(&[TopicPartition::new("txn", 0)]).expect("assign");
+            let seen = poll_until(&mut consumer, Duration::from_secs(30), |s| {
+                s.last().is_some_and(|(_, _, v)| v == "plain")
+            })
+            .await;
+            let position = consumer.positions()[&TopicPartition::new("txn", 0)];
+            (seen.into_iter().map(|(_, _, v)| v).collect::<Vec<_>>(), position)
+        }
+    };
+    let (committed, position) = read("read_committed").await;
+    let mut want: Vec<String> = (0..10).map(|i| format!("c1-{i}")).collect();
+    want.extend((0..10).map(|i| format!("c2-{i}")));
+    want.push("plain".into());
+    assert_eq!(committed, want, "aborted records and markers skipped");
+    // 30 records, 3 markers and the plain record: the position is past all of it.
+    assert_eq!(position, 34);
+    let (all, _) = read("read_uncommitted").await;
+    assert_eq!(all.len(), 31, "read_uncommitted sees the aborted ones too");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restored_positions_make_the_next_poll_start_exactly_there() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "checkpoint", 2).await;
+    for p in 0..2 {
+        for round in 0..4 {
+            let values: Vec<String> = (0..25).map(|i| format!("{p}-{round}-{i}")).collect();
+            produce(&client, "checkpoint", p, &values, Compression::Snappy).await;
+        }
+    }
+    let mut c = config(&broker, Some("g-checkpoint"));
+    c.set("max.poll.records", "30").expect("max poll");
+    let mut consumer = Consumer::new(c).await.expect("consumer");
+    let parts = [TopicPartition::new("checkpoint", 0), TopicPartition::new("checkpoint", 1)];
+    consumer.assign(&parts).expect("assign");
+    let first = poll_until(&mut consumer, Duration::from_secs(30), |s| s.len() >= 60).await;
+    assert!(first.len() <= 60 + 30, "max.poll.records bounds each poll");
+    let checkpoint = consumer.positions();
+    assert_eq!(checkpoint.len(), 2);
+    let after_checkpoint: BTreeSet<(TopicPartition, i64)> =
+        poll_until(&mut consumer, Duration::from_secs(30), |s| s.len() >= 200 - first.len())
+            .await
+            .into_iter()
+            .map(|(tp, o, _)| (tp, o))
+            .collect();
+    // "Failure": restore the checkpoint; the records after it come again, exactly.
+    consumer.restore_positions(&checkpoint).expect("restore");
+    assert_eq!(consumer.positions(), checkpoint);
+    let replay: BTreeSet<(TopicPartition, i64)> =
+        poll_until(&mut consumer, Duration::from_secs(30), |s| s.len() >= after_checkpoint.len())
+            .await
+            .into_iter()
+            .map(|(tp, o, _)| (tp, o))
+            .collect();
+    assert_eq!(replay, after_checkpoint);
+    assert!(consumer.restore_positions(&BTreeMap::from([(TopicPartition::new("other", 0), 0)])).is_err());
+    // Seek, pause and commits work on a manual assignment.
+    consumer.seek(&parts[0], 10).expect("seek");
+    consumer.pause(&parts[1..]);
+    let after_seek = poll_until(&mut consumer, Duration::from_secs(30), |s| !s.is_empty()).await;
+    assert!(after_seek.iter().all(|(tp, _, _)| *tp == parts[0]), "paused partition returns nothing");
+    assert_eq!(after_seek[0].1, 10);
+    consumer.resume(&parts[1..]);
+    consumer.commit_sync(None).await.expect("commit");
+    let committed = consumer.committed(&parts).await.expect("committed");
+    assert_eq!(committed[&parts[1]].as_ref().map(|o| o.offset), Some(100));
+    consumer.seek_to_end(&[]);
+    assert!(consumer.poll(Duration::from_millis(300)).await.expect("poll").is_empty(), "at the end");
+    assert_eq!(consumer.positions().values().copied().collect::<Vec<_>>(), vec![100, 100]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_consumer_and_librdkafka_split_one_group() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "shared", 4).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let stop = dir.path().join("stop");
+    let script = r#"
+import os, sys, json
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "g-shared", "partition.assignment.strategy": "range",
+              "session.timeout.ms": 10000, "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest"})
+def show(consumer, partitions):
+    print(json.dumps(sorted(p.partition for p in consumer.assignment())), flush=True)
+c.subscribe(["shared"], on_assign=show, on_revoke=lambda c, ps: print("[]", flush=True))
+while not os.path.exists(sys.argv[2]):
+    c.poll(0.1)
+    show(c, None)
+c.close()
+"#;
+    let mut child = Command::new(PYTHON)
+        .arg("-c")
+        .arg(script)
+        .arg(broker.addr().to_string())
+        .arg(&stop)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python");
+    let latest = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let latest = latest.clone();
+        let stdout = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                *latest.lock().unwrap() = line;
+            }
+        })
+    };
+    let theirs = |latest: &Arc<Mutex<String>>| -> BTreeSet<i32> {
+        let line = latest.lock().unwrap().clone();
+        line.trim_matches(|c| c == '[' || c == ']').split(',').filter_map(|s| s.trim().parse().ok()).collect()
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while theirs(&latest).len() != 4 {
+        assert!(Instant::now() < end, "librdkafka never got the 4 partitions: {:?}", latest.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut c = config(&broker, Some("g-shared"));
+    c.set("partition.assignment.strategy", "range").expect("strategy");
+    let mut ours = Consumer::new(c).await.expect("ours");
+    ours.subscribe(&["shared"], Box::new(NoopListener)).expect("subscribe");
+    let end = Instant::now() + Duration::from_secs(45);
+    loop {
+        ours.poll(Duration::from_millis(100)).await.expect("poll");
+        let mine: BTreeSet<i32> = ours.assignment().iter().map(|tp| tp.partition).collect();
+        let other = theirs(&latest);
+        if mine.len() == 2 && other.len() == 2 && mine.is_disjoint(&other) {
+            break;
+        }
+        assert!(Instant::now() < end, "ours {mine:?} librdkafka {other:?}");
+    }
+    std::fs::write(&stop, b"").expect("stop");
+    let _ = child.wait();
+    let _ = reader.join();
+    ours.close().await.expect("close");
+}
