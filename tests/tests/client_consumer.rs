@@ -504,3 +504,105 @@ c.close()
     let _ = reader.join();
     ours.close().await.expect("close");
 }
+
+/// Records what a cooperative member revokes and is assigned.
+struct Moves {
+    revoked: Arc<Mutex<Vec<TopicPartition>>>,
+}
+
+impl RebalanceListener for Moves {
+    fn on_partitions_revoked(&mut self, rebalance: &mut Rebalance, partitions: &[TopicPartition]) {
+        self.revoked.lock().unwrap().extend(partitions.iter().cloned());
+        rebalance.commit_positions();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cooperative_sticky_moves_only_what_must_move() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "coop", 4).await;
+    let cooperative = || {
+        let mut c = config(&broker, Some("g-coop"));
+        c.set("partition.assignment.strategy", "cooperative-sticky").expect("strategy");
+        c
+    };
+    let a_revoked = Arc::new(Mutex::new(Vec::new()));
+    let mut a = Consumer::new(cooperative()).await.expect("a");
+    a.subscribe(&["coop"], Box::new(Moves { revoked: a_revoked.clone() })).expect("subscribe");
+    let end = Instant::now() + Duration::from_secs(30);
+    while a.assignment().len() != 4 {
+        assert!(Instant::now() < end, "a alone: {:?}", a.assignment());
+        a.poll(Duration::from_millis(50)).await.expect("poll a");
+    }
+    let mut b = Consumer::new(cooperative()).await.expect("b");
+    b.subscribe(&["coop"], Box::new(NoopListener)).expect("subscribe");
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut smallest = 4;
+    while a.assignment().len() != 2 || b.assignment().len() != 2 {
+        assert!(Instant::now() < end, "a {:?} b {:?}", a.assignment(), b.assignment());
+        a.poll(Duration::from_millis(50)).await.expect("poll a");
+        b.poll(Duration::from_millis(50)).await.expect("poll b");
+        smallest = smallest.min(a.assignment().len());
+    }
+    assert_eq!(smallest, 2, "a never gave up everything (no eager revocation)");
+    let revoked: BTreeSet<TopicPartition> = a_revoked.lock().unwrap().iter().cloned().collect();
+    assert_eq!(revoked.len(), 2, "only the two moving partitions were revoked: {revoked:?}");
+    assert!(revoked.is_disjoint(&a.assignment()));
+    assert_eq!(revoked, b.assignment(), "and they went to b");
+    a.close().await.expect("close a");
+    b.close().await.expect("close b");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_consumer_rides_out_a_broker_killed_and_restarted() {
+    let mut broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "fault", 3).await;
+    let mut produced = BTreeSet::new();
+    for p in 0..3 {
+        let values: Vec<String> = (0..100).map(|i| format!("before-{i}")).collect();
+        let base = produce(&client, "fault", p, &values, Compression::Zstd).await;
+        produced.extend((0..100).map(|i| (TopicPartition::new("fault", p), base + i)));
+    }
+    let mut consumer = Consumer::new(config(&broker, Some("g-fault"))).await.expect("consumer");
+    consumer.subscribe(&["fault"], Box::new(NoopListener)).expect("subscribe");
+    let mut committed: Vec<(TopicPartition, i64)> = Vec::new();
+    let end = Instant::now() + Duration::from_secs(30);
+    while committed.len() < 300 {
+        assert!(Instant::now() < end, "{} before the kill", committed.len());
+        let records = consumer.poll(Duration::from_millis(100)).await.expect("poll");
+        let batch: Vec<_> =
+            records.iter().map(|r| (TopicPartition::new(&*r.topic, r.partition), r.offset)).collect();
+        if !batch.is_empty() && consumer.commit_sync(None).await.is_ok() {
+            committed.extend(batch);
+        }
+    }
+    broker.kill().expect("kill");
+    broker.restart().expect("restart");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client again");
+    for p in 0..3 {
+        let values: Vec<String> = (0..100).map(|i| format!("after-{i}")).collect();
+        let base = produce(&client, "fault", p, &values, Compression::Zstd).await;
+        produced.extend((0..100).map(|i| (TopicPartition::new("fault", p), base + i)));
+    }
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let unique: BTreeSet<_> = committed.iter().cloned().collect();
+        if unique.len() >= produced.len() {
+            break;
+        }
+        assert!(Instant::now() < end, "{} of {} after the restart", unique.len(), produced.len());
+        // Failures while the broker is away surface as empty polls, not errors.
+        let records = consumer.poll(Duration::from_millis(100)).await.expect("poll after the restart");
+        let batch: Vec<_> =
+            records.iter().map(|r| (TopicPartition::new(&*r.topic, r.partition), r.offset)).collect();
+        if !batch.is_empty() && consumer.commit_sync(None).await.is_ok() {
+            committed.extend(batch);
+        }
+    }
+    let unique: BTreeSet<_> = committed.iter().cloned().collect();
+    assert_eq!(unique, produced);
+    assert_eq!(committed.len(), unique.len(), "resumed from the committed offsets: nothing twice");
+    consumer.close().await.expect("close");
+}

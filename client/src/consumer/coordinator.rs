@@ -17,7 +17,7 @@ use strata_protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use strata_protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchRequestTopic};
-use strata_protocol::{ApiKey, ErrorCode, RequestBody, ResponseBody};
+use strata_protocol::{ApiKey, RequestBody, ResponseBody};
 use tokio::sync::Notify;
 
 /// What the consumer and the membership task share.
@@ -266,7 +266,6 @@ where
                 tokio::time::sleep(client.config().backoff(attempt)).await;
                 attempt += 1;
             }
-            Err(e) if e.code() == Some(ErrorCode::RebalanceInProgress) => Err(e)?,
             other => return other,
         }
     }

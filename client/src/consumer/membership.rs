@@ -227,7 +227,12 @@ impl Membership {
 
     /// What to do next at `now`.
     pub fn next_action(&mut self, now: Instant) -> Action {
-        if self.fatal.is_some() || self.phase == Phase::Left || self.awaiting_callbacks {
+        if self.fatal.is_some() || self.phase == Phase::Left {
+            return Action::Idle;
+        }
+        // Callbacks hold back the rebalance, not the heartbeats: a member whose
+        // application is slow to poll after an assignment stays in the group.
+        if self.awaiting_callbacks && self.phase != Phase::Stable {
             return Action::Idle;
         }
         if let Some(a) = self.pending.take() {

@@ -126,8 +126,9 @@ fn a_member_finds_the_coordinator_joins_with_a_member_id_leads_and_syncs() {
     assert_eq!(a.assigned_partitions[0].partitions, vec![0, 1]);
     m.on_sync(now, Ok(sync_response(&[0, 1])));
     assert_eq!(m.take_events(), vec![Event::Assigned(tps(&[0, 1]))]);
-    assert_eq!(m.next_action(now), Action::Idle, "waits for the callbacks");
+    assert!(m.awaiting_callbacks(), "until poll runs them");
     m.callbacks_done();
+    assert!(!m.awaiting_callbacks());
     assert_eq!(m.group_metadata().generation_id, 1);
     // Heartbeats on the interval.
     assert!(matches!(m.next_action(now), Action::WaitUntil(t) if t == now + Duration::from_secs(3)));
@@ -343,4 +344,26 @@ fn a_coordinator_still_loading_is_retried_after_the_backoff() {
         }),
     );
     assert_eq!(m.fatal().and_then(Error::code), Some(ErrorCode::GroupAuthorizationFailed));
+}
+
+#[test]
+fn heartbeats_go_on_while_the_assignment_callback_waits_for_poll() {
+    let now = Instant::now();
+    let mut m = eager();
+    joined_follower(&mut m, now, 1, &[0]);
+    assert!(m.awaiting_callbacks(), "Assigned not yet run");
+    let later = now + Duration::from_secs(3);
+    assert!(matches!(m.next_action(later), Action::Heartbeat(_)));
+    // A rebalance meanwhile waits for the callbacks before revoking and joining.
+    m.on_heartbeat(
+        later,
+        Ok(error_code(ErrorCode::RebalanceInProgress, |r: &mut HeartbeatResponse, c| r.error_code = c)),
+    );
+    assert_eq!(m.next_action(later), Action::Idle);
+    assert_eq!(m.take_events(), vec![Event::Assigned(tps(&[0]))]);
+    m.callbacks_done();
+    assert_eq!(m.next_action(later), Action::Idle, "now the revocation");
+    assert_eq!(m.take_events(), vec![Event::Revoked(tps(&[0]))]);
+    m.callbacks_done();
+    let _ = expect_join(&mut m, later);
 }
