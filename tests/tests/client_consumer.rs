@@ -606,3 +606,81 @@ async fn a_group_consumer_rides_out_a_broker_killed_and_restarted() {
     assert_eq!(committed.len(), unique.len(), "resumed from the committed offsets: nothing twice");
     consumer.close().await.expect("close");
 }
+
+/// Counts partitions lost.
+struct LostCounter {
+    lost: Arc<AtomicUsize>,
+}
+
+impl RebalanceListener for LostCounter {
+    fn on_partitions_lost(&mut self, _: &mut Rebalance, partitions: &[TopicPartition]) {
+        self.lost.fetch_add(partitions.len(), Ordering::Relaxed);
+    }
+}
+
+fn partitions_of(c: &Consumer) -> BTreeSet<i32> {
+    c.assignment().iter().map(|tp| tp.partition).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_rebalances_for_added_partitions_and_for_a_member_that_stops_polling() {
+    use strata_protocol::messages::create_partitions::{CreatePartitionsRequest, CreatePartitionsTopic};
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "grow", 2).await;
+    let member = |max_poll_ms: &str| {
+        let mut c = config(&broker, Some("g-grow"));
+        c.set("metadata.max.age.ms", "300").expect("age");
+        c.set("max.poll.interval.ms", max_poll_ms).expect("poll interval");
+        c
+    };
+    let mut a = Consumer::new(member("15000")).await.expect("a");
+    a.subscribe(&["grow"], Box::new(NoopListener)).expect("subscribe");
+    let b_lost = Arc::new(AtomicUsize::new(0));
+    let mut b = Consumer::new(member("2000")).await.expect("b");
+    b.subscribe(&["grow"], Box::new(LostCounter { lost: b_lost.clone() })).expect("subscribe");
+    let both = |a: &Consumer, b: &Consumer, n: usize| {
+        let (x, y) = (partitions_of(a), partitions_of(b));
+        !x.is_empty() && !y.is_empty() && x.is_disjoint(&y) && x.len() + y.len() == n
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while !both(&a, &b, 2) {
+        assert!(Instant::now() < end, "a {:?} b {:?}", a.assignment(), b.assignment());
+        a.poll(Duration::from_millis(50)).await.expect("poll a");
+        b.poll(Duration::from_millis(50)).await.expect("poll b");
+    }
+    let request = CreatePartitionsRequest {
+        topics: vec![CreatePartitionsTopic { name: "grow".into(), count: 4, assignments: None }],
+        timeout_ms: 10_000,
+        validate_only: false,
+    };
+    let conn = client.controller().await.expect("controller");
+    let ResponseBody::CreatePartitions(r) =
+        conn.call(RequestBody::CreatePartitions(request)).await.expect("grow")
+    else {
+        panic!("wrong api")
+    };
+    assert_eq!(r.results[0].error_code, 0);
+    let end = Instant::now() + Duration::from_secs(30);
+    while !both(&a, &b, 4) {
+        assert!(Instant::now() < end, "after growing: a {:?} b {:?}", a.assignment(), b.assignment());
+        a.poll(Duration::from_millis(50)).await.expect("poll a");
+        b.poll(Duration::from_millis(50)).await.expect("poll b");
+    }
+    // b stops polling: after max.poll.interval.ms it leaves and a takes everything.
+    let end = Instant::now() + Duration::from_secs(30);
+    while partitions_of(&a).len() != 4 {
+        assert!(Instant::now() < end, "a {:?}", a.assignment());
+        a.poll(Duration::from_millis(50)).await.expect("poll a");
+    }
+    // b polls again: its partitions were lost (no commit possible), and it rejoins.
+    let end = Instant::now() + Duration::from_secs(30);
+    while !both(&a, &b, 4) {
+        assert!(Instant::now() < end, "after b's return: a {:?} b {:?}", a.assignment(), b.assignment());
+        a.poll(Duration::from_millis(50)).await.expect("poll a");
+        b.poll(Duration::from_millis(50)).await.expect("poll b");
+    }
+    assert_eq!(b_lost.load(Ordering::Relaxed), 2, "b lost its two partitions");
+    a.close().await.expect("close a");
+    b.close().await.expect("close b");
+}

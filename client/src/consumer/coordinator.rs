@@ -74,7 +74,9 @@ pub(crate) async fn drive(client: Client, group: Arc<Group>, group_id: String, j
                     }
                 };
                 let assignment = assignor::assign(strategy, &counts, &members);
-                group.lock().on_assignment(&assignment);
+                let mut m = group.lock();
+                m.set_assignment_snapshot(counts.iter().map(|(t, n)| (t.clone(), *n as usize)).collect());
+                m.on_assignment(&assignment);
             }
             Action::Sync(request) => {
                 let r = call(&client, &group_id, RequestBody::SyncGroup(request), None).await;
@@ -91,6 +93,11 @@ pub(crate) async fn drive(client: Client, group: Arc<Group>, group_id: String, j
                     _ => Err(Error::protocol("coordinator", "Heartbeat answered with another API")),
                 });
                 group.lock().on_heartbeat(Instant::now(), r);
+            }
+            Action::Leave(request) => {
+                if let Err(e) = call(&client, &group_id, RequestBody::LeaveGroup(request), None).await {
+                    tracing::debug!(error = %e, "LeaveGroup failed");
+                }
             }
             Action::WaitUntil(at) => {
                 tokio::select! {

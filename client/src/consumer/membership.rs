@@ -59,6 +59,9 @@ pub struct MembershipConfig {
     pub rack: Option<String>,
     /// Pause before retrying after a retriable error.
     pub retry_backoff: Duration,
+    /// `max.poll.interval.ms`: a member whose application has not polled for this long
+    /// leaves the group, as the Java consumer's heartbeat thread makes it.
+    pub max_poll_interval: Duration,
 }
 
 /// A request (or a computation) the shell must carry out.
@@ -81,6 +84,9 @@ pub enum Action {
     Sync(SyncGroupRequest),
     /// Send Heartbeat, then call [`Membership::on_heartbeat`].
     Heartbeat(HeartbeatRequest),
+    /// Send LeaveGroup (the answer does not matter): the application stopped polling
+    /// for longer than `max.poll.interval.ms`.
+    Leave(LeaveGroupRequest),
     /// Nothing before this time (or before another input).
     WaitUntil(Instant),
     /// Nothing until another input (a response, the callbacks done, a subscription).
@@ -128,6 +134,9 @@ pub struct Membership {
     events: VecDeque<Event>,
     awaiting_callbacks: bool,
     heartbeat_in_flight: bool,
+    last_poll: Option<Instant>,
+    poll_expired: bool,
+    assignment_snapshot: Option<BTreeMap<String, usize>>,
     next_heartbeat: Option<Instant>,
     retry_at: Option<Instant>,
     fatal: Option<Error>,
@@ -152,6 +161,9 @@ impl Membership {
             next_heartbeat: None,
             retry_at: None,
             fatal: None,
+            last_poll: None,
+            poll_expired: false,
+            assignment_snapshot: None,
         }
     }
 
@@ -225,10 +237,51 @@ impl Membership {
         }
     }
 
+    /// The application polled at `now`: a member that left after a poll timeout joins
+    /// again.
+    pub fn on_poll(&mut self, now: Instant) {
+        self.last_poll = Some(now);
+        self.poll_expired = false;
+    }
+
+    /// The leader's view of the partition counts it assigned with (Java's assignment
+    /// snapshot).
+    pub fn set_assignment_snapshot(&mut self, counts: BTreeMap<String, usize>) {
+        self.assignment_snapshot = Some(counts);
+    }
+
+    /// Fresh metadata for the subscribed topics: a leader whose assignment was made with
+    /// other partition counts (partitions added, a topic created) rebalances again.
+    pub fn on_metadata(&mut self, counts: &BTreeMap<String, usize>) {
+        if self.phase != Phase::Stable {
+            return;
+        }
+        if let Some(snapshot) = &self.assignment_snapshot {
+            let changed = self
+                .topics
+                .iter()
+                .any(|t| snapshot.get(t).copied().unwrap_or(0) != counts.get(t).copied().unwrap_or(0));
+            if changed {
+                self.assignment_snapshot = None;
+                self.request_rejoin();
+            }
+        }
+    }
+
     /// What to do next at `now`.
     pub fn next_action(&mut self, now: Instant) -> Action {
-        if self.fatal.is_some() || self.phase == Phase::Left {
+        if self.fatal.is_some() || self.phase == Phase::Left || self.poll_expired {
             return Action::Idle;
+        }
+        let poll_deadline = self.last_poll.map(|t| t + self.config.max_poll_interval);
+        if poll_deadline.is_some_and(|d| d <= now) && self.generation != NO_GENERATION {
+            tracing::warn!(group = %self.config.group_id, "no poll within max.poll.interval.ms: leaving the group");
+            self.poll_expired = true;
+            let leave = (self.config.group_instance_id.is_none() && !self.member_id.is_empty())
+                .then(|| self.leave_request("consumer poll timeout has expired"));
+            self.reset(true);
+            self.pending = None;
+            return leave.map(Action::Leave).unwrap_or(Action::Idle);
         }
         // Callbacks hold back the rebalance, not the heartbeats: a member whose
         // application is slow to poll after an assignment stays in the group.
@@ -269,7 +322,7 @@ impl Membership {
                     return Action::FindCoordinator;
                 }
                 match self.next_heartbeat {
-                    Some(at) if at > now => Action::WaitUntil(at),
+                    Some(at) if at > now => Action::WaitUntil(poll_deadline.map_or(at, |d| d.min(at))),
                     _ => {
                         self.heartbeat_in_flight = true;
                         Action::Heartbeat(HeartbeatRequest {
@@ -383,6 +436,7 @@ impl Membership {
                         .collect();
                     self.pending = Some(Action::Assign { strategy, members });
                 } else {
+                    self.assignment_snapshot = None;
                     self.phase = Phase::Syncing;
                     self.pending = Some(Action::Sync(self.sync_request(Vec::new())));
                 }
@@ -518,15 +572,19 @@ impl Membership {
         if self.config.group_instance_id.is_some() || !joined {
             return None;
         }
-        Some(LeaveGroupRequest {
+        Some(self.leave_request("the consumer is being closed"))
+    }
+
+    fn leave_request(&self, reason: &str) -> LeaveGroupRequest {
+        LeaveGroupRequest {
             group_id: self.config.group_id.clone(),
             member_id: self.member_id.clone(),
             members: vec![MemberIdentity {
                 member_id: self.member_id.clone(),
                 group_instance_id: None,
-                reason: Some("the consumer is being closed".to_string()),
+                reason: Some(reason.to_string()),
             }],
-        })
+        }
     }
 
     /// Java's `resetStateAndGeneration`: out of the generation (what is owned is lost at

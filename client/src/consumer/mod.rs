@@ -64,6 +64,7 @@ pub struct Consumer {
     fetching: HashSet<TopicPartition>,
     refresh_metadata: bool,
     last_auto_commit: Instant,
+    last_metadata_check: Instant,
     closed: bool,
 }
 
@@ -101,6 +102,7 @@ impl Consumer {
             fetching: HashSet::new(),
             refresh_metadata: false,
             last_auto_commit: Instant::now(),
+            last_metadata_check: Instant::now(),
             closed: false,
         })
     }
@@ -135,6 +137,7 @@ impl Consumer {
             strategies: self.config.assignment_strategies.clone(),
             rack: self.config.client_rack.clone(),
             retry_backoff: self.config.client.retry_backoff,
+            max_poll_interval: self.config.max_poll_interval,
         };
         let group = Arc::new(Group {
             membership: std::sync::Mutex::new(Membership::new(mconfig, topics)),
@@ -193,7 +196,12 @@ impl Consumer {
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
         self.check_open()?;
         let deadline = tokio::time::Instant::now() + timeout;
+        if let Some(g) = &self.group {
+            g.lock().on_poll(Instant::now());
+            g.wake.notify_one();
+        }
         loop {
+            self.check_metadata().await;
             self.run_callbacks().await?;
             self.maybe_auto_commit().await;
             self.check_fatal()?;
@@ -221,6 +229,33 @@ impl Consumer {
             if tokio::time::Instant::now() >= deadline {
                 return Ok(Vec::new());
             }
+        }
+    }
+
+    /// Every `metadata.max.age.ms`, describes the subscribed topics again, so a leader
+    /// sees partitions added or topics created and rebalances.
+    async fn check_metadata(&mut self) {
+        let Some(group) = self.group.clone() else { return };
+        if self.last_metadata_check.elapsed() < self.config.client.metadata_max_age {
+            return;
+        }
+        self.last_metadata_check = Instant::now();
+        let topics = group.lock().topics().to_vec();
+        match self.client.refresh_metadata(&topics).await {
+            Ok(cluster) => {
+                let counts = topics
+                    .iter()
+                    .filter_map(|t| {
+                        cluster
+                            .topic(t)
+                            .filter(|i| i.error.is_none())
+                            .map(|i| (t.clone(), i.partitions.len()))
+                    })
+                    .collect();
+                group.lock().on_metadata(&counts);
+                group.wake.notify_one();
+            }
+            Err(e) => tracing::debug!(error = %e, "metadata refresh failed"),
         }
     }
 

@@ -16,6 +16,7 @@ fn config(strategies: Vec<AssignmentStrategy>, instance: Option<&str>) -> Member
         strategies,
         rack: None,
         retry_backoff: Duration::from_millis(100),
+        max_poll_interval: Duration::from_secs(300),
     }
 }
 
@@ -366,4 +367,54 @@ fn heartbeats_go_on_while_the_assignment_callback_waits_for_poll() {
     assert_eq!(m.take_events(), vec![Event::Revoked(tps(&[0]))]);
     m.callbacks_done();
     let _ = expect_join(&mut m, later);
+}
+
+#[test]
+fn a_member_that_stops_polling_leaves_and_joins_again_on_the_next_poll() {
+    let now = Instant::now();
+    let mut m = eager();
+    m.on_poll(now);
+    joined_follower(&mut m, now, 1, &[0, 1]);
+    m.take_events();
+    m.callbacks_done();
+    // The heartbeat wait is cut short by the poll deadline.
+    let expiry = now + Duration::from_secs(300);
+    let mut t = now;
+    loop {
+        match m.next_action(t) {
+            Action::Heartbeat(_) => m.on_heartbeat(t, Ok(HeartbeatResponse::default())),
+            Action::WaitUntil(at) => {
+                assert!(at <= expiry);
+                t = at;
+            }
+            Action::Leave(leave) => {
+                assert_eq!(leave.members[0].member_id, "me");
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(t, expiry);
+    assert_eq!(m.next_action(t), Action::Idle, "nothing until the application polls");
+    m.on_poll(t);
+    let _ = m.next_action(t);
+    assert_eq!(m.take_events(), vec![Event::Lost(tps(&[0, 1]))]);
+    m.callbacks_done();
+    assert_eq!(expect_join(&mut m, t).member_id, "", "a new member");
+}
+
+#[test]
+fn a_leader_whose_topics_grew_rebalances_again() {
+    let now = Instant::now();
+    let mut m = eager();
+    joined_follower(&mut m, now, 1, &[0]);
+    m.take_events();
+    m.callbacks_done();
+    m.set_assignment_snapshot(BTreeMap::from([("t".to_string(), 1)]));
+    m.on_metadata(&BTreeMap::from([("t".to_string(), 1)]));
+    assert!(m.is_stable(), "same counts");
+    m.on_metadata(&BTreeMap::from([("t".to_string(), 3)]));
+    assert!(!m.is_stable());
+    let _ = m.next_action(now);
+    assert_eq!(m.take_events(), vec![Event::Revoked(tps(&[0]))]);
 }
