@@ -9,6 +9,14 @@ use std::time::Duration;
 
 /// `auto.offset.reset`: where a partition without a committed offset (or whose
 /// position fell out of the log) starts.
+///
+/// ```
+/// use strata_client::consumer::{ConsumerConfig, OffsetReset};
+/// let mut c = ConsumerConfig::new("h:9092");
+/// assert_eq!(c.auto_offset_reset, OffsetReset::Latest);
+/// c.set("auto.offset.reset", "earliest").unwrap();
+/// assert_eq!(c.auto_offset_reset, OffsetReset::Earliest);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetReset {
     /// The log end: only records produced from now on.
@@ -20,6 +28,13 @@ pub enum OffsetReset {
 }
 
 /// One entry of `partition.assignment.strategy`.
+///
+/// ```
+/// use strata_client::consumer::AssignmentStrategy;
+/// let s = AssignmentStrategy::from_name("org.apache.kafka.clients.consumer.RangeAssignor");
+/// assert_eq!(s, Some(AssignmentStrategy::Range));
+/// assert!(!AssignmentStrategy::Range.is_cooperative());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AssignmentStrategy {
     /// `range`: per topic, consecutive partition ranges (Java's `RangeAssignor`).

@@ -52,6 +52,24 @@ impl Rebalance {
 
 /// Hooks called from `poll` when the group's assignment changes; all default to nothing
 /// (lost defaults to revoked, as in Java).
+///
+/// A stream engine restoring each assigned partition from its own store:
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use strata_client::consumer::{Rebalance, RebalanceListener};
+/// use strata_client::TopicPartition;
+/// struct FromStore(BTreeMap<TopicPartition, i64>);
+/// impl RebalanceListener for FromStore {
+///     fn on_partitions_assigned(&mut self, rebalance: &mut Rebalance, partitions: &[TopicPartition]) {
+///         for tp in partitions {
+///             if let Some(offset) = self.0.get(tp) {
+///                 rebalance.seek(tp.clone(), *offset);
+///             }
+///         }
+///     }
+/// }
+/// ```
 pub trait RebalanceListener: Send {
     /// `partitions` are about to go to another member: commit their offsets now.
     fn on_partitions_revoked(&mut self, rebalance: &mut Rebalance, partitions: &[TopicPartition]) {

@@ -41,6 +41,24 @@ use strata_protocol::ErrorCode;
 pub const NO_GENERATION: i32 = -1;
 
 /// What the membership needs from its settings.
+///
+/// ```
+/// use std::time::Duration;
+/// use strata_client::consumer::membership::MembershipConfig;
+/// use strata_client::consumer::AssignmentStrategy;
+/// let c = MembershipConfig {
+///     group_id: "g".into(),
+///     group_instance_id: None,
+///     session_timeout: Duration::from_secs(45),
+///     rebalance_timeout: Duration::from_secs(300),
+///     heartbeat_interval: Duration::from_secs(3),
+///     strategies: vec![AssignmentStrategy::Range],
+///     rack: None,
+///     retry_backoff: Duration::from_millis(100),
+///     max_poll_interval: Duration::from_secs(300),
+/// };
+/// assert_eq!(c.group_id, "g");
+/// ```
 #[derive(Debug, Clone)]
 pub struct MembershipConfig {
     /// `group.id`.
@@ -65,6 +83,22 @@ pub struct MembershipConfig {
 }
 
 /// A request (or a computation) the shell must carry out.
+///
+/// ```
+/// # use std::time::{Duration, Instant};
+/// # use strata_client::consumer::membership::{Action, Membership, MembershipConfig};
+/// # use strata_client::consumer::AssignmentStrategy;
+/// # let config = MembershipConfig { group_id: "g".into(), group_instance_id: None,
+/// #     session_timeout: Duration::from_secs(45), rebalance_timeout: Duration::from_secs(300),
+/// #     heartbeat_interval: Duration::from_secs(3), strategies: vec![AssignmentStrategy::Range],
+/// #     rack: None, retry_backoff: Duration::from_millis(100), max_poll_interval: Duration::from_secs(300) };
+/// let mut m = Membership::new(config, vec!["t".into()]);
+/// let now = Instant::now();
+/// assert!(matches!(m.next_action(now), Action::FindCoordinator));
+/// m.on_coordinator(now, Ok(()));
+/// let Action::Join(join) = m.next_action(now) else { panic!() };
+/// assert_eq!((join.member_id.as_str(), join.protocol_type.as_str()), ("", "consumer"));
+/// ```
 #[derive(Debug, Clone)]
 pub enum Action {
     /// Look the coordinator up (forgetting any cached one), then call
@@ -95,6 +129,13 @@ pub enum Action {
 
 /// A rebalance callback for the application's `poll` to run; the membership waits for
 /// [`Membership::callbacks_done`] before it goes on.
+///
+/// ```
+/// use strata_client::consumer::membership::Event;
+/// use strata_client::TopicPartition;
+/// let e = Event::Revoked(vec![TopicPartition::new("t", 0)]);
+/// assert!(matches!(e, Event::Revoked(ref ps) if ps.len() == 1));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// Give these up (commit their offsets now if you want to).
@@ -119,7 +160,21 @@ enum Phase {
     Left,
 }
 
-/// One consumer's membership of its group.
+/// One consumer's membership of its group: see the module documentation for its life,
+/// and [`Action`] for a first step.
+///
+/// ```
+/// # use std::time::{Duration, Instant};
+/// # use strata_client::consumer::membership::{Membership, MembershipConfig};
+/// # use strata_client::consumer::AssignmentStrategy;
+/// # let config = MembershipConfig { group_id: "g".into(), group_instance_id: Some("i".into()),
+/// #     session_timeout: Duration::from_secs(45), rebalance_timeout: Duration::from_secs(300),
+/// #     heartbeat_interval: Duration::from_secs(3), strategies: vec![AssignmentStrategy::CooperativeSticky],
+/// #     rack: None, retry_backoff: Duration::from_millis(100), max_poll_interval: Duration::from_secs(300) };
+/// let mut m = Membership::new(config, vec!["t".into()]);
+/// assert!(m.is_cooperative());
+/// assert!(m.leave().is_none(), "static members never send LeaveGroup");
+/// ```
 #[derive(Debug)]
 pub struct Membership {
     config: MembershipConfig,

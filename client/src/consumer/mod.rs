@@ -52,6 +52,23 @@ use tokio::task::{JoinHandle, JoinSet};
 /// A Kafka consumer. Not shared between tasks: `poll` and the others take `&mut self`,
 /// as the Java consumer is single-threaded; the group membership's heartbeats run in
 /// a background task of their own.
+///
+/// Manual assignment, restarting from a checkpoint the application stored:
+///
+/// ```no_run
+/// # async fn demo(checkpoint: std::collections::BTreeMap<strata_client::TopicPartition, i64>)
+/// # -> Result<(), strata_client::Error> {
+/// use std::time::Duration;
+/// use strata_client::consumer::{Consumer, ConsumerConfig};
+/// use strata_client::TopicPartition;
+/// let mut consumer = Consumer::new(ConsumerConfig::new("127.0.0.1:9092")).await?;
+/// consumer.assign(&[TopicPartition::new("events", 0)])?;
+/// consumer.restore_positions(&checkpoint)?;
+/// let records = consumer.poll(Duration::from_secs(1)).await?;
+/// let next_checkpoint = consumer.positions();
+/// # let _ = (records, next_checkpoint);
+/// # Ok(()) }
+/// ```
 pub struct Consumer {
     client: Client,
     config: ConsumerConfig,

@@ -18,6 +18,17 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 /// A member as the leader sees it in the JoinGroup response.
+///
+/// ```
+/// use strata_client::consumer::assignor::MemberSubscription;
+/// use strata_client::consumer_protocol::Subscription;
+/// let m = MemberSubscription {
+///     member_id: "consumer-1-a1b2".into(),
+///     group_instance_id: Some("host-1".into()),
+///     subscription: Subscription { topics: vec!["orders".into()], ..Default::default() },
+/// };
+/// assert_eq!(m.subscription.generation_id, -1);
+/// ```
 #[derive(Debug, Clone)]
 pub struct MemberSubscription {
     /// Its member id.
