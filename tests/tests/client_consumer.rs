@@ -684,3 +684,42 @@ async fn the_group_rebalances_for_added_partitions_and_for_a_member_that_stops_p
     a.close().await.expect("close a");
     b.close().await.expect("close b");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_out_of_range_and_missing_are_resolved_by_auto_offset_reset() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "reset", 1).await;
+    let values: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+    produce(&client, "reset", 0, &values, Compression::Gzip).await;
+    let tp = TopicPartition::new("reset", 0);
+    // earliest: a position past the log end is out of range and goes back to the start.
+    let mut earliest = Consumer::new(config(&broker, None)).await.expect("earliest");
+    assert!(earliest.poll(Duration::from_millis(10)).await.is_err(), "poll before assign");
+    earliest.assign(std::slice::from_ref(&tp)).expect("assign");
+    let first = poll_until(&mut earliest, Duration::from_secs(30), |s| s.len() >= 10).await;
+    assert_eq!(first[0].1, 0);
+    earliest.seek(&tp, 1_000).expect("seek");
+    let again = poll_until(&mut earliest, Duration::from_secs(30), |s| !s.is_empty()).await;
+    assert_eq!(again[0].1, 0, "reset to the log start");
+    // latest: starts at the end and sees only what comes next.
+    let mut c = config(&broker, None);
+    c.set("auto.offset.reset", "latest").expect("latest");
+    let mut latest = Consumer::new(c).await.expect("latest");
+    latest.assign(std::slice::from_ref(&tp)).expect("assign");
+    let end = Instant::now() + Duration::from_secs(30);
+    while latest.positions().get(&tp) != Some(&10) {
+        assert!(Instant::now() < end, "no position at the end");
+        assert!(latest.poll(Duration::from_millis(50)).await.expect("poll").is_empty());
+    }
+    produce(&client, "reset", 0, &["new".to_string()], Compression::None).await;
+    let next = poll_until(&mut latest, Duration::from_secs(30), |s| !s.is_empty()).await;
+    assert_eq!((next[0].1, next[0].2.as_str()), (10, "new"));
+    // none: no committed offset is an error for the application to handle.
+    let mut c = config(&broker, Some("g-none"));
+    c.set("auto.offset.reset", "none").expect("none");
+    let mut none = Consumer::new(c).await.expect("none");
+    none.assign(std::slice::from_ref(&tp)).expect("assign");
+    let e = none.poll(Duration::from_secs(5)).await.expect_err("no offset");
+    assert!(e.to_string().contains("auto.offset.reset=none"), "{e}");
+}

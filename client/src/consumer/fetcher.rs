@@ -161,3 +161,102 @@ pub(crate) fn results(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::IsolationLevel;
+    use bytes::Bytes;
+    use strata_protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
+    use strata_protocol::records::{NewRecord, RecordBatchBuilder, RecordSet};
+
+    fn options() -> DecodeOptions {
+        DecodeOptions {
+            isolation: IsolationLevel::ReadUncommitted,
+            check_crcs: true,
+            max_uncompressed_bytes: 1 << 20,
+        }
+    }
+
+    fn partition(index: i32, code: ErrorCode, records: Option<Bytes>) -> PartitionData {
+        PartitionData {
+            partition_index: index,
+            error_code: code.code(),
+            records: records.map(RecordSet::from),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn answers_are_matched_by_topic_id_and_their_errors_classified() {
+        let id = Uuid([7; 16]);
+        let mut b = RecordBatchBuilder::new(5);
+        b.append(&NewRecord::new(1, None, Some(Bytes::from_static(b"v")))).expect("append");
+        let response = FetchResponse {
+            responses: vec![FetchableTopicResponse {
+                topic: String::new(),
+                topic_id: id,
+                partitions: vec![
+                    partition(0, ErrorCode::None, Some(b.build().expect("batch"))),
+                    partition(1, ErrorCode::NotLeaderOrFollower, None),
+                    partition(2, ErrorCode::FencedLeaderEpoch, None),
+                    partition(3, ErrorCode::OffsetOutOfRange, None),
+                    partition(4, ErrorCode::TopicAuthorizationFailed, None),
+                    partition(9, ErrorCode::None, None),
+                ],
+            }],
+            ..Default::default()
+        };
+        let asked = (0..5).map(|p| (TopicPartition::new("t", p), 5)).collect();
+        let outcome = FetchOutcome {
+            broker: 0,
+            asked,
+            ids: HashMap::from([(id, "t".to_string())]),
+            result: Ok(response),
+        };
+        let results = results(&outcome, options());
+        assert_eq!(results.len(), 5, "a partition not asked for is ignored");
+        assert!(
+            matches!(&results[0].2, PartitionResult::Records(d) if d.records.len() == 1 && d.next_offset == 6)
+        );
+        assert_eq!(&*results[0].0.topic, "t");
+        assert!(matches!(results[1].2, PartitionResult::RefreshMetadata));
+        assert!(matches!(results[2].2, PartitionResult::RefreshMetadata));
+        assert!(matches!(results[3].2, PartitionResult::OutOfRange));
+        assert!(
+            matches!(&results[4].2, PartitionResult::Failed(e) if e.code() == Some(ErrorCode::TopicAuthorizationFailed))
+        );
+    }
+
+    #[test]
+    fn partitions_are_grouped_by_leader_and_leaderless_ones_set_aside() {
+        use strata_protocol::messages::metadata::{
+            MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+        };
+        let response = MetadataResponse {
+            brokers: vec![
+                MetadataResponseBroker { node_id: 1, host: "a".into(), port: 1, rack: None },
+                MetadataResponseBroker { node_id: 2, host: "b".into(), port: 1, rack: None },
+            ],
+            topics: vec![MetadataResponseTopic {
+                name: Some("t".into()),
+                partitions: [(0, 1), (1, 2), (2, -1), (3, 1)]
+                    .iter()
+                    .map(|(p, leader)| MetadataResponsePartition {
+                        partition_index: *p,
+                        leader_id: *leader,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let cluster = Cluster::default().merged(&response, true, std::time::Instant::now());
+        let wanted: Vec<_> = (0..5).map(|p| (TopicPartition::new("t", p), 10)).collect();
+        let (by_leader, leaderless) = plan(&cluster, &wanted);
+        assert_eq!(by_leader[&1].iter().map(|(tp, _)| tp.partition).collect::<Vec<_>>(), vec![0, 3]);
+        assert_eq!(by_leader[&2].len(), 1);
+        assert_eq!(leaderless.iter().map(|tp| tp.partition).collect::<Vec<_>>(), vec![2, 4]);
+    }
+}

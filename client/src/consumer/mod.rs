@@ -212,6 +212,9 @@ impl Consumer {
     /// `timeout` for some. Rebalance callbacks run here, before any record is returned.
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
         self.check_open()?;
+        if self.group.is_none() && self.positions.assigned().is_empty() {
+            return Err(Error::state("poll before subscribe or assign"));
+        }
         let deadline = tokio::time::Instant::now() + timeout;
         if let Some(g) = &self.group {
             g.lock().on_poll(Instant::now());
