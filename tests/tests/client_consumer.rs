@@ -758,3 +758,46 @@ async fn offsets_out_of_range_and_missing_are_resolved_by_auto_offset_reset() {
     let e = none.poll(Duration::from_secs(5)).await.expect_err("no offset");
     assert!(e.to_string().contains("auto.offset.reset=none"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_commit_commits_while_polling_and_on_close() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "auto", 2).await;
+    for p in 0..2 {
+        let values: Vec<String> = (0..40).map(|i| format!("{p}-{i}")).collect();
+        produce(&client, "auto", p, &values, Compression::Lz4).await;
+    }
+    let parts = [TopicPartition::new("auto", 0), TopicPartition::new("auto", 1)];
+    let auto = |interval: &str| {
+        let mut c = config(&broker, Some("g-auto"));
+        c.set("enable.auto.commit", "true").expect("auto");
+        c.set("auto.commit.interval.ms", interval).expect("interval");
+        c
+    };
+    let mut a = Consumer::new(auto("100")).await.expect("a");
+    a.subscribe(&["auto"], Box::new(NoopListener)).expect("subscribe");
+    poll_until(&mut a, Duration::from_secs(30), |s| s.len() >= 80).await;
+    // The interval passes while polling: the positions are committed without a call.
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let committed = a.committed(&parts).await.expect("committed");
+        if parts.iter().all(|tp| committed[tp].as_ref().map(|o| o.offset) == Some(40)) {
+            break;
+        }
+        assert!(Instant::now() < end, "not auto-committed: {committed:?}");
+        a.poll(Duration::from_millis(50)).await.expect("poll");
+    }
+    produce(&client, "auto", 0, &["late".to_string()], Compression::None).await;
+    poll_until(&mut a, Duration::from_secs(30), |s| !s.is_empty()).await;
+    a.close().await.expect("close commits");
+    let mut check = Consumer::new(config(&broker, Some("g-auto"))).await.expect("check");
+    let committed = check.committed(&parts).await.expect("committed");
+    assert_eq!(committed[&parts[0]].as_ref().map(|o| o.offset), Some(41), "committed on close");
+    // A new member resumes there: nothing before the committed offsets comes again.
+    check.subscribe(&["auto"], Box::new(NoopListener)).expect("subscribe");
+    produce(&client, "auto", 1, &["later".to_string()], Compression::None).await;
+    let next = poll_until(&mut check, Duration::from_secs(30), |s| !s.is_empty()).await;
+    assert_eq!((next[0].0.partition, next[0].1, next[0].2.as_str()), (1, 40, "later"));
+    check.close().await.expect("close");
+}

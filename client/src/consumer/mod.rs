@@ -4,6 +4,11 @@
 //! and a checkpoint API ([`Consumer::positions`] / [`Consumer::restore_positions`]) for
 //! stream engines that keep their positions themselves.
 //!
+//! Not (yet) done: fetch sessions (KIP-227; every fetch is a full one), truncation
+//! detection with OffsetForLeaderEpoch after a leader change (KIP-320: the leader epoch is
+//! sent and committed, not validated), pattern subscriptions, fetching from followers
+//! (KIP-392), rack-aware assignment, and the next-generation group protocol (KIP-848).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), strata_client::Error> {
 //! use std::time::Duration;
@@ -243,8 +248,9 @@ impl Consumer {
                 }
                 _ = async { match &events { Some(g) => g.events.notified().await, None => std::future::pending().await } } => {}
                 _ = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
-                // Nothing to fetch (no position yet, nothing assigned): look again soon.
-                _ = tokio::time::sleep(Duration::from_millis(50)), if self.fetches.is_empty() => {}
+                // Nothing in flight: positions or metadata failed to resolve, or all is
+                // paused; try again after the retry backoff.
+                _ = tokio::time::sleep(self.config.client.retry_backoff), if self.fetches.is_empty() => {}
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok(Vec::new());
