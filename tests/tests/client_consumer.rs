@@ -267,9 +267,11 @@ async fn members_joining_and_leaving_under_load(strategy: &str) {
     grown(4000).await;
     stops[0].store(true, Ordering::Release); // a leaves too
     let (a_records, a_revocations) = a.await.expect("a");
-    // a gave partitions up when b joined, when c joined, and on leaving.
-    assert!(a_records > 0 && a_revocations >= 3, "a: {a_records} records, {a_revocations} revocations");
-    let _ = strategy;
+    // Eager: a gave everything up when b (and c, maybe in the same rebalance) joined,
+    // when b left and on leaving. Cooperative: at least when the others joined and on
+    // leaving (whether c's arrival takes from a depends on timing).
+    let least = if strategy == "range" { 3 } else { 2 };
+    assert!(a_records > 0 && a_revocations >= least, "a: {a_records} records, {a_revocations} revocations");
     producing.await.expect("producer");
     let total = produced.lock().unwrap().len();
     assert_eq!(total, 60 * 6 * 20);
