@@ -823,3 +823,33 @@ async fn auto_commit_commits_while_polling_and_on_close() {
     assert_eq!((next[0].0.partition, next[0].1, next[0].2.as_str()), (1, 40, "later"));
     check.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsubscribe_hands_the_partitions_to_the_others_and_allows_a_manual_assignment() {
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "unsub", 2).await;
+    let mut a = Consumer::new(config(&broker, Some("g-unsub"))).await.expect("a");
+    a.subscribe(&["unsub"], Box::new(NoopListener)).expect("subscribe");
+    let mut b = Consumer::new(config(&broker, Some("g-unsub"))).await.expect("b");
+    b.subscribe(&["unsub"], Box::new(NoopListener)).expect("subscribe");
+    let end = Instant::now() + Duration::from_secs(30);
+    while a.assignment().len() != 1 || b.assignment().len() != 1 {
+        assert!(Instant::now() < end, "a {:?} b {:?}", a.assignment(), b.assignment());
+        a.poll(Duration::from_millis(50)).await.expect("poll a");
+        b.poll(Duration::from_millis(50)).await.expect("poll b");
+    }
+    a.unsubscribe().await.expect("unsubscribe");
+    assert!(a.assignment().is_empty());
+    let end = Instant::now() + Duration::from_secs(30);
+    while b.assignment().len() != 2 {
+        assert!(Instant::now() < end, "b {:?}", b.assignment());
+        b.poll(Duration::from_millis(50)).await.expect("poll b");
+    }
+    a.assign(&[TopicPartition::new("unsub", 0)]).expect("manual after unsubscribe");
+    produce(&client, "unsub", 0, &["x".to_string()], Compression::None).await;
+    let seen = poll_until(&mut a, Duration::from_secs(30), |s| !s.is_empty()).await;
+    assert_eq!(seen[0].2, "x");
+    a.close().await.expect("close a");
+    b.close().await.expect("close b");
+}

@@ -615,6 +615,17 @@ impl Consumer {
         if self.closed {
             return Ok(());
         }
+        let result = self.unsubscribe().await;
+        self.closed = true;
+        self.client.close();
+        result
+    }
+
+    /// Leaves the group (or drops the manual assignment): auto-commit commits, the
+    /// revocation callback runs, a dynamic member sends LeaveGroup, and nothing is
+    /// consumed until the next `subscribe` or `assign`.
+    pub async fn unsubscribe(&mut self) -> Result<()> {
+        self.check_open()?;
         let mut result = Ok(());
         if self.config.enable_auto_commit
             && self.config.group_id.is_some()
@@ -632,10 +643,13 @@ impl Consumer {
             }
             group.stopped.store(true, Ordering::Release);
             group.wake.notify_one();
+            if let Some(d) = self.driver.take() {
+                d.abort();
+            }
             if let Some(request) = leave {
-                let group_id = meta.group_id.clone();
                 let r = async {
-                    let (_, conn) = self.client.coordinator(crate::CoordinatorKind::Group, &group_id).await?;
+                    let (_, conn) =
+                        self.client.coordinator(crate::CoordinatorKind::Group, &meta.group_id).await?;
                     conn.call(strata_protocol::RequestBody::LeaveGroup(request)).await
                 }
                 .await;
@@ -643,9 +657,15 @@ impl Consumer {
                     tracing::debug!(error = %e, "LeaveGroup failed");
                 }
             }
+            self.group = None;
+            self.listener = None;
         }
-        self.closed = true;
-        self.client.close();
+        for tp in self.positions.assigned() {
+            self.positions.remove(&tp);
+        }
+        self.buffered = Buffered::default();
+        self.fetches.abort_all();
+        self.fetching.clear();
         result
     }
 

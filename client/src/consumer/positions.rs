@@ -249,3 +249,78 @@ pub(crate) async fn list_offsets(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn record(p: i32, offset: i64) -> ConsumerRecord {
+        ConsumerRecord {
+            topic: Arc::from("t"),
+            partition: p,
+            offset,
+            timestamp: 0,
+            timestamp_type: Default::default(),
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            leader_epoch: Some(3),
+        }
+    }
+
+    fn decoded(p: i32, offsets: &[i64], next_offset: i64) -> Decoded {
+        Decoded { records: offsets.iter().map(|o| record(p, *o)).collect(), next_offset, last_epoch: Some(4) }
+    }
+
+    #[test]
+    fn positions_move_as_records_are_handed_out_and_past_gaps_once_a_fetch_is_used_up() {
+        let (t0, t1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let mut positions = Positions::default();
+        positions.add(t0.clone());
+        positions.add(t1.clone());
+        positions.seek(&t0, 0);
+        positions.seek(&t1, 10);
+        let mut buffered = Buffered::default();
+        // Offsets 0, 1, 5 then a control batch / compacted gap up to 9.
+        buffered.push(t0.clone(), decoded(0, &[0, 1, 5], 9));
+        buffered.push(t1.clone(), decoded(1, &[10, 11], 12));
+        let first = buffered.drain(&mut positions, 2);
+        assert_eq!(first.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![0, 1], "max.poll.records");
+        assert_eq!(positions.position(&t0), Some(2), "just past what was returned");
+        let second = buffered.drain(&mut positions, 10);
+        assert_eq!(
+            second.iter().map(|r| (r.partition, r.offset)).collect::<Vec<_>>(),
+            vec![(0, 5), (1, 10), (1, 11)]
+        );
+        assert_eq!(positions.position(&t0), Some(9), "past the gap and the control batch");
+        assert_eq!(positions.committable()[&t0].leader_epoch, Some(4));
+        assert_eq!(positions.position(&t1), Some(12));
+        assert!(!buffered.has(&t0) && !buffered.has(&t1));
+    }
+
+    #[test]
+    fn paused_and_reset_partitions_keep_or_drop_their_buffered_records() {
+        let (t0, t1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let mut positions = Positions::default();
+        positions.add(t0.clone());
+        positions.add(t1.clone());
+        positions.seek(&t0, 0);
+        positions.seek(&t1, 0);
+        let mut buffered = Buffered::default();
+        buffered.push(t0.clone(), decoded(0, &[0], 1));
+        buffered.push(t1.clone(), decoded(1, &[0], 1));
+        positions.set_paused(&t0, true);
+        let out = buffered.drain(&mut positions, 10);
+        assert_eq!(out.iter().map(|r| r.partition).collect::<Vec<_>>(), vec![1], "paused: kept back");
+        assert!(buffered.has(&t0));
+        assert_eq!(positions.fetchable(), vec![(t1.clone(), 1)], "paused partitions are not fetched");
+        positions.set_paused(&t0, false);
+        positions.request_reset(&t0, OffsetReset::Earliest);
+        assert_eq!(positions.resets(), vec![(t0.clone(), OffsetReset::Earliest)]);
+        assert!(buffered.drain(&mut positions, 10).is_empty(), "no position: its records are dropped");
+        assert!(!buffered.has(&t0));
+        assert_eq!(positions.without_position(true), vec![t0.clone()]);
+        assert!(positions.without_position(false).is_empty(), "a reset is pending, not a lookup");
+    }
+}
