@@ -9,8 +9,9 @@
 //! in topic/partition order filled round-robin into members under the lower quota, then
 //! into members at it. With differing subscriptions it keeps owned partitions and gives
 //! each other partition to the least loaded eligible member, then moves partitions from
-//! members with two or more above an eligible peer: balanced and sticky, but not
-//! step-for-step Java's general algorithm. Where more members own the larger quota than
+//! members with two or more above an eligible peer: balanced and sticky, matching Java
+//! for fresh assignments (partitions with the fewest eligible members placed first), but
+//! not step-for-step Java's general algorithm when reassigning. Where more members own the larger quota than
 //! may keep it, Java's choice follows its HashMap's iteration order; here it follows
 //! the member order, so such inputs can differ from Java (both are balanced and valid).
 
@@ -33,7 +34,7 @@ pub(super) fn assign_cooperative(
 
 /// Who owns each existing partition: the claim with the highest generation wins, ties
 /// go to the first member in order (a partition is never owned twice).
-fn current_owners(
+pub(super) fn current_owners(
     partitions_per_topic: &BTreeMap<String, i32>,
     members: &[&MemberSubscription],
 ) -> HashMap<TopicPartition, String> {
@@ -77,7 +78,7 @@ fn all_partitions(
         .collect()
 }
 
-fn assign_sticky(
+pub(super) fn assign_sticky(
     partitions_per_topic: &BTreeMap<String, i32>,
     members: &[&MemberSubscription],
     owners: &HashMap<TopicPartition, String>,
@@ -188,6 +189,10 @@ fn general(
         }
     }
     let order: Vec<&str> = members.iter().map(|m| m.member_id.as_str()).collect();
+    // Partitions with the fewest possible owners first, as Java sorts them, so they are
+    // not crowded out.
+    let eligible = |tp: &TopicPartition| members.iter().filter(|m| m.subscribes(&tp.topic)).count();
+    unassigned.sort_by_key(|tp| (eligible(tp), tp.clone()));
     for tp in unassigned {
         let target = order
             .iter()
