@@ -495,6 +495,23 @@ async fn restored_positions_make_the_next_poll_start_exactly_there() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_consumer_and_librdkafka_split_one_group() {
+    share_a_group_with_librdkafka("range", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_consumer_leads_a_group_librdkafka_joins() {
+    share_a_group_with_librdkafka("range", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn librdkafka_and_our_consumer_rebalance_cooperatively() {
+    share_a_group_with_librdkafka("cooperative-sticky", true).await;
+}
+
+/// A librdkafka consumer and ours in one group with `strategy`, one of them first (and
+/// so the group leader, running the assignor on the other's subscription): they end up
+/// splitting the four partitions.
+async fn share_a_group_with_librdkafka(strategy: &str, ours_first: bool) {
     let broker = broker();
     let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
     create_topic(&client, "shared", 4).await;
@@ -503,21 +520,31 @@ async fn our_consumer_and_librdkafka_split_one_group() {
     let script = r#"
 import os, sys, json
 from confluent_kafka import Consumer
-c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "g-shared", "partition.assignment.strategy": "range",
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "g-shared", "partition.assignment.strategy": sys.argv[3],
               "session.timeout.ms": 10000, "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest"})
-def show(consumer, partitions):
-    print(json.dumps(sorted(p.partition for p in consumer.assignment())), flush=True)
-c.subscribe(["shared"], on_assign=show, on_revoke=lambda c, ps: print("[]", flush=True))
+c.subscribe(["shared"])
 while not os.path.exists(sys.argv[2]):
     c.poll(0.1)
-    show(c, None)
+    print(json.dumps(sorted(p.partition for p in c.assignment())), flush=True)
 c.close()
 "#;
+    let mut c = config(&broker, Some("g-shared"));
+    c.set("partition.assignment.strategy", strategy).expect("strategy");
+    let mut ours = Consumer::new(c).await.expect("ours");
+    ours.subscribe(&["shared"], Box::new(NoopListener)).expect("subscribe");
+    if ours_first {
+        let end = Instant::now() + Duration::from_secs(30);
+        while ours.assignment().len() != 4 {
+            assert!(Instant::now() < end, "ours alone: {:?}", ours.assignment());
+            ours.poll(Duration::from_millis(50)).await.expect("poll");
+        }
+    }
     let mut child = Command::new(PYTHON)
         .arg("-c")
         .arg(script)
         .arg(broker.addr().to_string())
         .arg(&stop)
+        .arg(strategy)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -537,24 +564,20 @@ c.close()
         let line = latest.lock().unwrap().clone();
         line.trim_matches(|c| c == '[' || c == ']').split(',').filter_map(|s| s.trim().parse().ok()).collect()
     };
-    let end = Instant::now() + Duration::from_secs(30);
-    while theirs(&latest).len() != 4 {
-        assert!(Instant::now() < end, "librdkafka never got the 4 partitions: {:?}", latest.lock().unwrap());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let mut c = config(&broker, Some("g-shared"));
-    c.set("partition.assignment.strategy", "range").expect("strategy");
-    let mut ours = Consumer::new(c).await.expect("ours");
-    ours.subscribe(&["shared"], Box::new(NoopListener)).expect("subscribe");
     let end = Instant::now() + Duration::from_secs(45);
+    let mut smallest = ours.assignment().len();
     loop {
         ours.poll(Duration::from_millis(100)).await.expect("poll");
         let mine: BTreeSet<i32> = ours.assignment().iter().map(|tp| tp.partition).collect();
+        smallest = smallest.min(mine.len());
         let other = theirs(&latest);
         if mine.len() == 2 && other.len() == 2 && mine.is_disjoint(&other) {
             break;
         }
         assert!(Instant::now() < end, "ours {mine:?} librdkafka {other:?}");
+    }
+    if ours_first && strategy == "cooperative-sticky" {
+        assert_eq!(smallest, 2, "incremental: ours never gave up more than what moved");
     }
     std::fs::write(&stop, b"").expect("stop");
     let _ = child.wait();
