@@ -225,14 +225,17 @@ mod tests {
 
     #[test]
     fn a_bad_crc_is_an_error_unless_unchecked_and_a_truncated_tail_is_left_for_later() {
-        let mut bytes =
-            BytesMut::from(&join(&[batch(0, -1, false, &["x"]), batch(1, -1, false, &["y"])])[..]);
-        let last = bytes.len() - 1;
-        bytes[last] ^= 0xff;
+        let first = batch(0, -1, false, &["x"]);
+        let mut bytes = BytesMut::from(&join(&[first.clone(), batch(1, -1, false, &["y"])])[..]);
+        // The second batch's stored CRC (bytes 17..21 of it) no longer matches.
+        bytes[first.len() + 18] ^= 0xff;
         let bytes = bytes.freeze();
         let topic: Arc<str> = "t".into();
         let e = decode(&topic, 0, 0, &bytes, &[], opts(IsolationLevel::ReadUncommitted)).unwrap_err();
         assert_eq!(e.code(), Some(ErrorCode::CorruptMessage));
+        let unchecked = DecodeOptions { check_crcs: false, ..opts(IsolationLevel::ReadUncommitted) };
+        let d = decode(&topic, 0, 0, &bytes, &[], unchecked).expect("check.crcs=false");
+        assert_eq!(values(&d), vec!["x", "y"]);
         let truncated = bytes.slice(..bytes.len() - 3);
         let d = decode(&topic, 0, 0, &truncated, &[], opts(IsolationLevel::ReadUncommitted)).expect("prefix");
         assert_eq!((values(&d), d.next_offset), (vec!["x".to_string()], 1));
