@@ -476,7 +476,9 @@ impl Membership {
                     return;
                 };
                 self.protocol = Some(strategy);
-                if r.leader == r.member_id {
+                // KIP-814 (v9): a static leader rejoining an unchanged group must not
+                // assign; the coordinator keeps the current assignment.
+                if r.leader == r.member_id && !r.skip_assignment {
                     self.phase = Phase::Assigning;
                     let members = r
                         .members

@@ -418,3 +418,19 @@ fn a_leader_whose_topics_grew_rebalances_again() {
     let _ = m.next_action(now);
     assert_eq!(m.take_events(), vec![Event::Revoked(tps(&[0]))]);
 }
+
+#[test]
+fn a_static_leader_told_to_skip_the_assignment_syncs_without_one() {
+    let now = Instant::now();
+    let mut m = Membership::new(config(vec![AssignmentStrategy::Range], Some("i-1")), vec!["t".into()]);
+    m.on_coordinator(now, Ok(()));
+    let _ = expect_join(&mut m, now);
+    let mut r = join_response("me", "me", 7, "range", &[]);
+    r.skip_assignment = true;
+    m.on_join(now, Ok(r));
+    assert!(
+        matches!(m.next_action(now), Action::Sync(ref s) if s.assignments.is_empty() && s.generation_id == 7)
+    );
+    m.on_sync(now, Ok(sync_response(&[0, 1])));
+    assert_eq!(m.take_events(), vec![Event::Assigned(tps(&[0, 1]))]);
+}
