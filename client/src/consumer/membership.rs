@@ -179,6 +179,7 @@ enum Phase {
 pub struct Membership {
     config: MembershipConfig,
     topics: Vec<String>,
+    joined_topics: Vec<String>,
     coordinator_known: bool,
     phase: Phase,
     member_id: String,
@@ -203,6 +204,7 @@ impl Membership {
         Membership {
             config,
             topics,
+            joined_topics: Vec::new(),
             coordinator_known: false,
             phase: Phase::Unjoined { prepared: false },
             member_id: String::new(),
@@ -366,6 +368,7 @@ impl Membership {
                     return Action::FindCoordinator;
                 }
                 self.phase = Phase::Joining;
+                self.joined_topics = self.topics.clone();
                 Action::Join(self.join_request())
             }
             Phase::Joining | Phase::Assigning | Phase::Syncing | Phase::Left => Action::Idle,
@@ -584,6 +587,10 @@ impl Membership {
             self.phase = Phase::Unjoined { prepared: false };
         }
         self.emit(Event::Assigned(added));
+        if self.topics != self.joined_topics {
+            // The subscription changed while this join was under way.
+            self.phase = Phase::Unjoined { prepared: false };
+        }
     }
 
     /// The Heartbeat response (or the failure to get one).

@@ -434,3 +434,24 @@ fn a_static_leader_told_to_skip_the_assignment_syncs_without_one() {
     m.on_sync(now, Ok(sync_response(&[0, 1])));
     assert_eq!(m.take_events(), vec![Event::Assigned(tps(&[0, 1]))]);
 }
+
+#[test]
+fn a_subscription_changed_during_a_join_rejoins_once_it_completes() {
+    let now = Instant::now();
+    let mut m = eager();
+    m.on_coordinator(now, Ok(()));
+    let _ = expect_join(&mut m, now);
+    m.subscribe(vec!["t".into(), "u".into()]);
+    m.on_join(now, Ok(join_response("me", "x", 1, "range", &[])));
+    let _ = m.next_action(now);
+    m.on_sync(now, Ok(sync_response(&[0])));
+    assert!(!m.is_stable(), "joined with the old topics");
+    assert_eq!(m.take_events(), vec![Event::Assigned(tps(&[0]))]);
+    m.callbacks_done();
+    let _ = m.next_action(now);
+    assert_eq!(m.take_events(), vec![Event::Revoked(tps(&[0]))]);
+    m.callbacks_done();
+    let join = expect_join(&mut m, now);
+    let (_, sub) = Subscription::decode(&join.protocols[0].metadata).expect("sub");
+    assert_eq!(sub.topics, vec!["t".to_string(), "u".to_string()]);
+}
