@@ -488,6 +488,16 @@ async fn restored_positions_make_the_next_poll_start_exactly_there() {
     consumer.commit_sync(None).await.expect("commit");
     let committed = consumer.committed(&parts).await.expect("committed");
     assert_eq!(committed[&parts[1]].as_ref().map(|o| o.offset), Some(100));
+    // Asynchronous commits land in the order they were made.
+    let handles: Vec<_> = (1..=5)
+        .map(|o| consumer.commit_async(Some(BTreeMap::from([(parts[0].clone(), OffsetAndMetadata::new(o))]))))
+        .collect::<Result<_, _>>()
+        .expect("commit_async");
+    for h in handles {
+        h.await.expect("task").expect("commit");
+    }
+    let committed = consumer.committed(&parts).await.expect("committed");
+    assert_eq!(committed[&parts[0]].as_ref().map(|o| o.offset), Some(5));
     consumer.seek_to_end(&[]);
     assert!(consumer.poll(Duration::from_millis(300)).await.expect("poll").is_empty(), "at the end");
     assert_eq!(consumer.positions().values().copied().collect::<Vec<_>>(), vec![100, 100]);

@@ -18,7 +18,7 @@ use strata_protocol::messages::offset_commit::{
 };
 use strata_protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchRequestTopic};
 use strata_protocol::{ApiKey, RequestBody, ResponseBody};
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, oneshot, Notify};
 
 /// What the consumer and the membership task share.
 pub(crate) struct Group {
@@ -192,6 +192,59 @@ pub(crate) async fn commit(
         }
     })
     .await
+}
+
+type CommitJob =
+    (ConsumerGroupMetadata, BTreeMap<TopicPartition, OffsetAndMetadata>, oneshot::Sender<Result<()>>);
+
+/// Runs asynchronous commits one after another, in the order they were asked for.
+pub(crate) struct Committer {
+    jobs: Option<mpsc::UnboundedSender<CommitJob>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Committer {
+    pub fn start(client: Client) -> Committer {
+        let (jobs, mut rx) = mpsc::unbounded_channel::<CommitJob>();
+        let task = tokio::spawn(async move {
+            while let Some((meta, offsets, done)) = rx.recv().await {
+                let _ = done.send(commit(&client, &meta, &offsets).await);
+            }
+        });
+        Committer { jobs: Some(jobs), task: Some(task) }
+    }
+
+    /// Waits for the queued commits to finish (on close), at most `timeout`.
+    pub async fn finish(mut self, timeout: Duration) {
+        self.jobs = None;
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(timeout, task).await;
+        }
+    }
+
+    /// Queues a commit; the handle resolves with its outcome.
+    pub fn commit(
+        &self,
+        meta: ConsumerGroupMetadata,
+        offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+    ) -> tokio::task::JoinHandle<Result<()>> {
+        let (done, rx) = oneshot::channel();
+        let queued = self.jobs.as_ref().is_some_and(|j| j.send((meta, offsets, done)).is_ok());
+        tokio::spawn(async move {
+            if !queued {
+                return Err(Error::Closed);
+            }
+            rx.await.unwrap_or(Err(Error::Closed))
+        })
+    }
+}
+
+impl Drop for Committer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
 }
 
 /// The group's committed offsets of `partitions` (`None`: nothing committed), stable

@@ -84,6 +84,7 @@ pub struct Consumer {
     buffered: Buffered,
     fetches: JoinSet<FetchOutcome>,
     fetching: HashSet<TopicPartition>,
+    async_commits: Option<coordinator::Committer>,
     refresh_metadata: bool,
     last_auto_commit: Instant,
     last_metadata_check: Instant,
@@ -122,6 +123,7 @@ impl Consumer {
             buffered: Buffered::default(),
             fetches: JoinSet::new(),
             fetching: HashSet::new(),
+            async_commits: None,
             refresh_metadata: false,
             last_auto_commit: Instant::now(),
             last_metadata_check: Instant::now(),
@@ -576,7 +578,8 @@ impl Consumer {
     }
 
     /// Like [`Consumer::commit_sync`] without waiting: the commit runs in the
-    /// background; await the handle to learn how it went.
+    /// background, after every earlier `commit_async` (so a later commit never lands
+    /// before an earlier one); await the handle to learn how it went.
     pub fn commit_async(
         &mut self,
         offsets: Option<BTreeMap<TopicPartition, OffsetAndMetadata>>,
@@ -585,7 +588,8 @@ impl Consumer {
         let offsets = offsets.unwrap_or_else(|| self.current_offsets());
         let meta = self.commit_metadata()?;
         let client = self.client.clone();
-        Ok(tokio::spawn(async move { coordinator::commit(&client, &meta, &offsets).await }))
+        let committer = self.async_commits.get_or_insert_with(|| coordinator::Committer::start(client));
+        Ok(committer.commit(meta, offsets))
     }
 
     fn current_offsets(&self) -> BTreeMap<TopicPartition, OffsetAndMetadata> {
@@ -626,6 +630,9 @@ impl Consumer {
     /// consumed until the next `subscribe` or `assign`.
     pub async fn unsubscribe(&mut self) -> Result<()> {
         self.check_open()?;
+        if let Some(committer) = self.async_commits.take() {
+            committer.finish(self.config.client.request_timeout).await;
+        }
         let mut result = Ok(());
         if self.config.enable_auto_commit
             && self.config.group_id.is_some()
