@@ -239,7 +239,8 @@ impl Client {
     }
 
     /// The coordinator of `key` (a group id or a transactional id) and its connection,
-    /// from the cache or FindCoordinator (retried while COORDINATOR_NOT_AVAILABLE).
+    /// from the cache or FindCoordinator (retried while COORDINATOR_NOT_AVAILABLE). The
+    /// connection is a dedicated one, never the one fetches and produces use.
     pub async fn coordinator(&self, kind: CoordinatorKind, key: &str) -> Result<(i32, Connection)> {
         let cached = self
             .inner
@@ -249,7 +250,7 @@ impl Client {
             .get(&(kind, key.to_string()))
             .cloned();
         if let Some(b) = cached {
-            match self.inner.pool.get(&b.addr()).await {
+            match self.inner.pool.get_for_coordinator(&b.addr()).await {
                 Ok(conn) => return Ok((b.id, conn)),
                 Err(_) => self.forget_coordinator(kind, key),
             }
@@ -259,7 +260,7 @@ impl Client {
         loop {
             match self.find_coordinator(kind, key).await {
                 Ok(b) => {
-                    let conn = self.inner.pool.get(&b.addr()).await?;
+                    let conn = self.inner.pool.get_for_coordinator(&b.addr()).await?;
                     self.inner
                         .coordinators
                         .lock()

@@ -24,6 +24,7 @@ pub mod admin;
 pub mod client;
 pub mod config;
 pub mod connection;
+pub mod consumer;
 pub mod consumer_protocol;
 pub mod error;
 pub mod metadata;

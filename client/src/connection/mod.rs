@@ -191,14 +191,25 @@ impl Connection {
     /// Waits for a submitted request's response, at most `request.timeout.ms`; a
     /// timeout closes the connection.
     pub async fn await_reply(&self, rx: oneshot::Receiver<Result<Response>>) -> Result<Response> {
-        match tokio::time::timeout(self.shared.request_timeout, rx).await {
+        self.await_reply_within(rx, self.shared.request_timeout).await
+    }
+
+    /// Like [`Connection::await_reply`] with another timeout, for requests the broker
+    /// may rightly hold longer than `request.timeout.ms` (JoinGroup waits up to the
+    /// group's rebalance timeout).
+    pub async fn await_reply_within(
+        &self,
+        rx: oneshot::Receiver<Result<Response>>,
+        timeout: Duration,
+    ) -> Result<Response> {
+        match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(self.failure()),
             Err(_) => {
                 let e = Error::timeout(format!(
                     "no response from {} within {} ms",
                     self.shared.addr,
-                    self.shared.request_timeout.as_millis()
+                    timeout.as_millis()
                 ));
                 close(&self.shared, e.clone());
                 Err(e)

@@ -26,8 +26,21 @@ impl Pool {
 
     /// The connection to `addr`, connecting if there is none or the last one failed.
     pub async fn get(&self, addr: &str) -> Result<Connection> {
+        self.get_keyed(addr, addr).await
+    }
+
+    /// A second connection to `addr`, apart from the one [`Pool::get`] gives, for the
+    /// group and transaction coordinator: a broker answers one connection's requests in
+    /// order, so a JoinGroup the coordinator holds for the whole rebalance would
+    /// otherwise hold up every fetch behind it (the Java client does the same, with a
+    /// coordinator node id of `i32::MAX - id`).
+    pub async fn get_for_coordinator(&self, addr: &str) -> Result<Connection> {
+        self.get_keyed(&format!("coordinator/{addr}"), addr).await
+    }
+
+    async fn get_keyed(&self, key: &str, addr: &str) -> Result<Connection> {
         loop {
-            let slot = self.slot(addr);
+            let slot = self.slot(key);
             let conn = slot
                 .get_or_try_init(|| Connection::connect(addr, &self.config, self.max_in_flight))
                 .await?
@@ -35,7 +48,7 @@ impl Pool {
             if !conn.is_closed() {
                 return Ok(conn);
             }
-            self.forget(addr, &slot);
+            self.forget(key, &slot);
         }
     }
 

@@ -1,0 +1,262 @@
+//! Fetching: one Fetch request in flight per leader broker, for the assigned, unpaused
+//! partitions with a position and nothing buffered, so responses arrive while the
+//! application processes the last poll's records (prefetch). Requests use topic ids
+//! (v13+) when the broker and the metadata have them, names otherwise; each partition
+//! carries the leader epoch the metadata knows (KIP-320) so a stale leader is refused.
+
+use super::record::{decode, DecodeOptions, Decoded};
+use crate::client::Client;
+use crate::connection::Response;
+use crate::error::{Error, Result};
+use crate::metadata::Cluster;
+use crate::types::TopicPartition;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use strata_protocol::codec::Uuid;
+use strata_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
+use strata_protocol::{ApiKey, ErrorCode, RequestBody, ResponseBody};
+
+/// The byte and time limits of a fetch.
+#[derive(Debug, Clone)]
+pub(crate) struct FetchLimits {
+    pub max_wait_ms: i32,
+    pub min_bytes: i32,
+    pub max_bytes: i32,
+    pub partition_max_bytes: i32,
+    pub isolation_level: i8,
+    pub rack: String,
+}
+
+/// A fetch sent to one broker: what was asked, so the answer can be checked against
+/// the positions when it arrives.
+#[derive(Debug)]
+pub(crate) struct FetchOutcome {
+    pub broker: i32,
+    pub asked: Vec<(TopicPartition, i64)>,
+    pub ids: HashMap<Uuid, String>,
+    pub result: Result<FetchResponse>,
+}
+
+/// Partitions with the offsets to fetch them from.
+pub(crate) type Positioned = Vec<(TopicPartition, i64)>;
+
+/// Groups `wanted` (partition, position) by leader and builds each broker's request.
+pub(crate) fn plan(
+    cluster: &Cluster,
+    wanted: &[(TopicPartition, i64)],
+) -> (BTreeMap<i32, Positioned>, Vec<TopicPartition>) {
+    let mut by_leader: BTreeMap<i32, Positioned> = BTreeMap::new();
+    let mut leaderless = Vec::new();
+    for (tp, offset) in wanted {
+        match cluster.partition(&tp.topic, tp.partition).filter(|p| p.leader >= 0) {
+            Some(p) => by_leader.entry(p.leader).or_default().push((tp.clone(), *offset)),
+            None => leaderless.push(tp.clone()),
+        }
+    }
+    (by_leader, leaderless)
+}
+
+/// Sends one broker's fetch and waits for the answer (run as its own task).
+pub(crate) async fn fetch(
+    client: Client,
+    broker: i32,
+    asked: Vec<(TopicPartition, i64)>,
+    limits: FetchLimits,
+) -> FetchOutcome {
+    let cluster = client.cluster();
+    let mut ids = HashMap::new();
+    let result = async {
+        let conn = client.broker(broker).await?;
+        let all_ids = asked.iter().all(|(tp, _)| cluster.topic(&tp.topic).is_some_and(|t| !t.id.is_zero()));
+        let version = conn.version_at_most(ApiKey::Fetch, if all_ids { 17 } else { 12 })?;
+        let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+        for (tp, offset) in &asked {
+            let epoch = cluster.partition(&tp.topic, tp.partition).map(|p| p.leader_epoch).unwrap_or(-1);
+            topics.entry(tp.topic.as_str()).or_default().push(FetchPartition {
+                partition: tp.partition,
+                current_leader_epoch: epoch,
+                fetch_offset: *offset,
+                partition_max_bytes: limits.partition_max_bytes,
+                ..Default::default()
+            });
+        }
+        let topics: Vec<FetchTopic> = topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                let id = cluster.topic(name).map(|t| t.id).unwrap_or(Uuid::ZERO);
+                ids.insert(id, name.to_string());
+                FetchTopic { topic: name.to_string(), topic_id: id, partitions }
+            })
+            .collect();
+        let request = FetchRequest {
+            max_wait_ms: limits.max_wait_ms,
+            min_bytes: limits.min_bytes,
+            max_bytes: limits.max_bytes,
+            isolation_level: limits.isolation_level,
+            session_id: 0,
+            session_epoch: -1,
+            topics,
+            rack_id: limits.rack.clone(),
+            ..Default::default()
+        };
+        let rx = conn.submit(version, &RequestBody::Fetch(request)).await?;
+        let Response { body, .. } = conn.await_reply(rx).await?;
+        match body {
+            ResponseBody::Fetch(r) => match Error::from_code(r.error_code, None) {
+                Some(e) => Err(e),
+                None => Ok(r),
+            },
+            _ => Err(Error::protocol(conn.addr(), "Fetch answered with another API")),
+        }
+    }
+    .await;
+    FetchOutcome { broker, asked, ids, result }
+}
+
+/// What one partition's answer means for the consumer.
+#[derive(Debug)]
+pub(crate) enum PartitionResult {
+    Records(Decoded),
+    /// The leader moved or the metadata is stale: refresh, then fetch again.
+    RefreshMetadata,
+    /// The position is outside the log: reset it by `auto.offset.reset`.
+    OutOfRange,
+    /// Another error: fetch again later.
+    Failed(Error),
+}
+
+/// Splits a fetch response into per-partition results for the partitions asked.
+pub(crate) fn results(
+    outcome: &FetchOutcome,
+    options: DecodeOptions,
+) -> Vec<(TopicPartition, i64, PartitionResult)> {
+    let Ok(response) = &outcome.result else { return Vec::new() };
+    let asked: HashMap<&TopicPartition, i64> = outcome.asked.iter().map(|(tp, o)| (tp, *o)).collect();
+    let mut out = Vec::new();
+    for topic in &response.responses {
+        let name = if topic.topic.is_empty() {
+            outcome.ids.get(&topic.topic_id).cloned().unwrap_or_default()
+        } else {
+            topic.topic.clone()
+        };
+        let shared: Arc<str> = name.as_str().into();
+        for p in &topic.partitions {
+            let tp = TopicPartition::new(name.as_str(), p.partition_index);
+            let Some(&offset) = asked.get(&tp) else { continue };
+            let result = match ErrorCode::from_code(p.error_code).unwrap_or(ErrorCode::UnknownServerError) {
+                ErrorCode::None => {
+                    let bytes = p.records.as_ref().and_then(|r| r.memory()).unwrap_or_default();
+                    let aborted = p.aborted_transactions.as_deref().unwrap_or_default();
+                    match decode(&shared, p.partition_index, offset, &bytes, aborted, options) {
+                        Ok(d) => PartitionResult::Records(d),
+                        Err(e) => PartitionResult::Failed(e),
+                    }
+                }
+                ErrorCode::OffsetOutOfRange => PartitionResult::OutOfRange,
+                code if crate::error::refreshes_metadata(code) => PartitionResult::RefreshMetadata,
+                code => PartitionResult::Failed(Error::kafka(code)),
+            };
+            out.push((tp, offset, result));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::IsolationLevel;
+    use bytes::Bytes;
+    use strata_protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
+    use strata_protocol::records::{NewRecord, RecordBatchBuilder, RecordSet};
+
+    fn options() -> DecodeOptions {
+        DecodeOptions {
+            isolation: IsolationLevel::ReadUncommitted,
+            check_crcs: true,
+            max_uncompressed_bytes: 1 << 20,
+        }
+    }
+
+    fn partition(index: i32, code: ErrorCode, records: Option<Bytes>) -> PartitionData {
+        PartitionData {
+            partition_index: index,
+            error_code: code.code(),
+            records: records.map(RecordSet::from),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn answers_are_matched_by_topic_id_and_their_errors_classified() {
+        let id = Uuid([7; 16]);
+        let mut b = RecordBatchBuilder::new(5);
+        b.append(&NewRecord::new(1, None, Some(Bytes::from_static(b"v")))).expect("append");
+        let response = FetchResponse {
+            responses: vec![FetchableTopicResponse {
+                topic: String::new(),
+                topic_id: id,
+                partitions: vec![
+                    partition(0, ErrorCode::None, Some(b.build().expect("batch"))),
+                    partition(1, ErrorCode::NotLeaderOrFollower, None),
+                    partition(2, ErrorCode::FencedLeaderEpoch, None),
+                    partition(3, ErrorCode::OffsetOutOfRange, None),
+                    partition(4, ErrorCode::TopicAuthorizationFailed, None),
+                    partition(9, ErrorCode::None, None),
+                ],
+            }],
+            ..Default::default()
+        };
+        let asked = (0..5).map(|p| (TopicPartition::new("t", p), 5)).collect();
+        let outcome = FetchOutcome {
+            broker: 0,
+            asked,
+            ids: HashMap::from([(id, "t".to_string())]),
+            result: Ok(response),
+        };
+        let results = results(&outcome, options());
+        assert_eq!(results.len(), 5, "a partition not asked for is ignored");
+        assert!(
+            matches!(&results[0].2, PartitionResult::Records(d) if d.records.len() == 1 && d.next_offset == 6)
+        );
+        assert_eq!(&*results[0].0.topic, "t");
+        assert!(matches!(results[1].2, PartitionResult::RefreshMetadata));
+        assert!(matches!(results[2].2, PartitionResult::RefreshMetadata));
+        assert!(matches!(results[3].2, PartitionResult::OutOfRange));
+        assert!(
+            matches!(&results[4].2, PartitionResult::Failed(e) if e.code() == Some(ErrorCode::TopicAuthorizationFailed))
+        );
+    }
+
+    #[test]
+    fn partitions_are_grouped_by_leader_and_leaderless_ones_set_aside() {
+        use strata_protocol::messages::metadata::{
+            MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+        };
+        let response = MetadataResponse {
+            brokers: vec![
+                MetadataResponseBroker { node_id: 1, host: "a".into(), port: 1, rack: None },
+                MetadataResponseBroker { node_id: 2, host: "b".into(), port: 1, rack: None },
+            ],
+            topics: vec![MetadataResponseTopic {
+                name: Some("t".into()),
+                partitions: [(0, 1), (1, 2), (2, -1), (3, 1)]
+                    .iter()
+                    .map(|(p, leader)| MetadataResponsePartition {
+                        partition_index: *p,
+                        leader_id: *leader,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let cluster = Cluster::default().merged(&response, true, std::time::Instant::now());
+        let wanted: Vec<_> = (0..5).map(|p| (TopicPartition::new("t", p), 10)).collect();
+        let (by_leader, leaderless) = plan(&cluster, &wanted);
+        assert_eq!(by_leader[&1].iter().map(|(tp, _)| tp.partition).collect::<Vec<_>>(), vec![0, 3]);
+        assert_eq!(by_leader[&2].len(), 1);
+        assert_eq!(leaderless.iter().map(|tp| tp.partition).collect::<Vec<_>>(), vec![2, 4]);
+    }
+}
