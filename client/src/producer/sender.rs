@@ -422,6 +422,7 @@ pub(crate) async fn init_idempotent_pid(
                 transaction_timeout_ms: i32::MAX,
                 producer_id: id,
                 producer_epoch: epoch,
+                ..InitProducerIdRequest::default()
             };
             let ResponseBody::InitProducerId(r) =
                 conn.call_at(version, RequestBody::InitProducerId(request)).await?.body

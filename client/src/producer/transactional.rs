@@ -286,6 +286,7 @@ async fn init_pid(shared: &Shared, tid: &str, current: ProducerIdAndEpoch) -> Re
                 transaction_timeout_ms: timeout_ms,
                 producer_id: id,
                 producer_epoch: epoch,
+                ..InitProducerIdRequest::default()
             };
             Ok((version, RequestBody::InitProducerId(request)))
         },
