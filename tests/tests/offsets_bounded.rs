@@ -12,6 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use strata_protocol::header::{decode_response, encode_request};
+use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
 use strata_protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -95,6 +96,28 @@ fn connect(broker: &BrokerProcess) -> Result<TcpStream> {
     Ok(s)
 }
 
+/// Creates the topic the offsets are committed for (Kafka refuses commits for topics
+/// that do not exist).
+fn create_orders(stream: &mut TcpStream) -> Result<()> {
+    let body = RequestBody::CreateTopics(CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: "orders".into(),
+            num_partitions: 4,
+            replication_factor: -1,
+            ..Default::default()
+        }],
+        timeout_ms: 10_000,
+        ..Default::default()
+    });
+    stream.write_all(&frame(ApiKey::CreateTopics, 5, 2, &body))?;
+    let (_, response) = decode_response(read_frame(stream)?, ApiKey::CreateTopics, 5)?;
+    let ResponseBody::CreateTopics(r) = response else { bail!("not a CreateTopics response") };
+    if r.topics[0].error_code != 0 {
+        bail!("CreateTopics failed with error {}", r.topics[0].error_code);
+    }
+    Ok(())
+}
+
 #[test]
 fn a_million_commits_of_one_group_stay_bounded() -> Result<()> {
     let mut broker = BrokerProcess::start(&[
@@ -103,6 +126,7 @@ fn a_million_commits_of_one_group_stay_bounded() -> Result<()> {
         "log.cleaner.backoff.ms=100",
     ])?;
     let mut stream = connect(&broker)?;
+    create_orders(&mut stream)?;
     let mut sent = 0i64;
     while sent < COMMITS {
         let end = (sent + WINDOW).min(COMMITS);

@@ -79,6 +79,11 @@ pub struct ProducerConfig {
     pub max_block: Duration,
     /// `partitioner.ignore.keys` (default false): keyed records partitioned as if unkeyed.
     pub partitioner_ignore_keys: bool,
+    /// `transaction.two.phase.commit.enable` (default false): the transactions take part
+    /// in an external two-phase commit (KIP-939): the broker never aborts them for their
+    /// age, and a restarted producer may keep a prepared one
+    /// ([`crate::producer::Producer::init_transactions_keeping_prepared`]).
+    pub two_phase_commit: bool,
     /// Whether `enable.idempotence` was set explicitly: Kafka then refuses settings that
     /// contradict it instead of quietly turning idempotence off.
     pub idempotence_explicit: bool,
@@ -102,6 +107,7 @@ impl Default for ProducerConfig {
             max_request_size: 1 << 20,
             max_block: Duration::from_millis(60_000),
             partitioner_ignore_keys: false,
+            two_phase_commit: false,
             idempotence_explicit: false,
         }
     }
@@ -145,6 +151,7 @@ impl ProducerConfig {
             "max.request.size" => self.max_request_size = number(key, value)?,
             "max.block.ms" => self.max_block = millis(key, value)?,
             "partitioner.ignore.keys" => self.partitioner_ignore_keys = boolean(key, value)?,
+            "transaction.two.phase.commit.enable" => self.two_phase_commit = boolean(key, value)?,
             _ => {
                 if !self.client.set(key, value)? {
                     return Err(Error::config(format!("unknown producer setting {key}")));
@@ -170,6 +177,8 @@ impl ProducerConfig {
                 ));
             }
             c.enable_idempotence = true;
+        } else if c.two_phase_commit {
+            return Err(Error::config("transaction.two.phase.commit.enable requires a transactional.id"));
         } else if c.enable_idempotence && conflict {
             if c.idempotence_explicit {
                 return Err(Error::config(

@@ -26,11 +26,13 @@ pub mod record;
 mod sender;
 pub mod transaction;
 mod transactional;
+mod two_phase;
 
 pub use config::{Acks, ProducerConfig};
 pub use idempotence::ProducerIdAndEpoch;
 pub use record::{DeliveryFuture, ProducerRecord, RecordMetadata};
 pub use transaction::TxnPhase;
+pub use two_phase::PreparedTxnState;
 
 use crate::client::Client;
 use crate::error::{Error, Result};

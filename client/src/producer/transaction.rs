@@ -33,6 +33,9 @@ pub enum TxnPhase {
     Committing,
     /// An abort is under way.
     Aborting,
+    /// Flushed and pre-committed (two-phase commit, KIP-939), or kept from a crashed
+    /// predecessor: only `complete_transaction` (or abort) may follow.
+    Prepared,
     /// The transaction failed; only `abort_transaction` is allowed.
     Abortable(Error),
     /// The producer can do nothing more but close.
@@ -53,6 +56,11 @@ pub(crate) struct TransactionState {
     pub offsets_added: bool,
     /// InitProducerId must bump the epoch at the next transaction (KIP-360).
     pub bump_epoch: bool,
+    /// The producer id and epoch of the prepared transaction (KIP-939): its own after
+    /// `prepare_transaction`, or the one kept from a crashed predecessor.
+    pub prepared: Option<crate::producer::ProducerIdAndEpoch>,
+    /// The prepared transaction was kept from a predecessor: EndTxn is needed.
+    pub recovered: bool,
 }
 
 impl TransactionState {
@@ -64,6 +72,8 @@ impl TransactionState {
             adding: false,
             offsets_added: false,
             bump_epoch: false,
+            prepared: None,
+            recovered: false,
         }
     }
 
@@ -150,7 +160,7 @@ impl TransactionState {
     /// Moves to committing; the caller flushes, then sends EndTxn if [`Self::needs_end_txn`].
     pub(crate) fn begin_commit(&mut self) -> Result<()> {
         match &self.phase {
-            TxnPhase::InTransaction | TxnPhase::Committing => {
+            TxnPhase::InTransaction | TxnPhase::Committing | TxnPhase::Prepared => {
                 self.phase = TxnPhase::Committing;
                 Ok(())
             }
@@ -162,7 +172,11 @@ impl TransactionState {
 
     pub(crate) fn begin_abort(&mut self) -> Result<()> {
         match &self.phase {
-            TxnPhase::InTransaction | TxnPhase::Abortable(_) | TxnPhase::Aborting | TxnPhase::Committing => {
+            TxnPhase::InTransaction
+            | TxnPhase::Abortable(_)
+            | TxnPhase::Aborting
+            | TxnPhase::Committing
+            | TxnPhase::Prepared => {
                 self.phase = TxnPhase::Aborting;
                 self.pending.clear();
                 Ok(())
@@ -174,7 +188,24 @@ impl TransactionState {
 
     /// Whether the coordinator knows of this transaction (EndTxn is needed).
     pub(crate) fn needs_end_txn(&self) -> bool {
-        !self.added.is_empty() || self.offsets_added
+        !self.added.is_empty() || self.offsets_added || self.recovered
+    }
+
+    /// `prepare_transaction`: the records are flushed; nothing more may be sent.
+    pub(crate) fn begin_prepare(&mut self) -> Result<()> {
+        match &self.phase {
+            TxnPhase::InTransaction => Ok(()),
+            TxnPhase::Abortable(e) => Err(abortable(e.clone())),
+            TxnPhase::Fatal(e) => Err(e.clone()),
+            p => Err(Error::state(format!("prepare_transaction called when {p:?}"))),
+        }
+    }
+
+    /// The transaction is prepared as `ids`.
+    pub(crate) fn on_prepared(&mut self, ids: crate::producer::ProducerIdAndEpoch, recovered: bool) {
+        self.phase = TxnPhase::Prepared;
+        self.prepared = Some(ids);
+        self.recovered = recovered;
     }
 
     /// EndTxn (or nothing to end) finished.
@@ -185,6 +216,8 @@ impl TransactionState {
                 self.added.clear();
                 self.pending.clear();
                 self.offsets_added = false;
+                self.prepared = None;
+                self.recovered = false;
                 Ok(())
             }
             Err(e) => {

@@ -35,10 +35,10 @@ impl Producer {
         let shared = &self.shared;
         let tid = transactional_id(shared)?;
         with_txn(shared, |t| t.may_init())?;
-        let result = init_pid(shared, &tid, ProducerIdAndEpoch::NONE).await;
+        let result = init_pid(shared, &tid, ProducerIdAndEpoch::NONE, false).await;
         let mut st = shared.lock();
         match result {
-            Ok(pid) => {
+            Ok((pid, _)) => {
                 st.pid = pid;
                 st.acc.reset_sequences();
                 if let Some(t) = st.txn.as_mut() {
@@ -191,10 +191,10 @@ impl Producer {
             (st.txn.as_ref().is_some_and(|t| t.bump_epoch), st.pid)
         };
         if bump {
-            let result = init_pid(shared, &tid, pid).await;
+            let result = init_pid(shared, &tid, pid, false).await;
             let mut st = shared.lock();
             match result {
-                Ok(pid) => {
+                Ok((pid, _)) => {
                     st.pid = pid;
                     st.acc.reset_sequences();
                     if let Some(t) = st.txn.as_mut() {
@@ -213,18 +213,18 @@ impl Producer {
     }
 }
 
-fn transactional_id(shared: &Shared) -> Result<String> {
+pub(super) fn transactional_id(shared: &Shared) -> Result<String> {
     shared.config.transactional_id.clone().ok_or_else(|| Error::state("no transactional.id is set"))
 }
 
-fn with_txn<T>(shared: &Shared, f: impl FnOnce(&mut TransactionState) -> Result<T>) -> Result<T> {
+pub(super) fn with_txn<T>(shared: &Shared, f: impl FnOnce(&mut TransactionState) -> Result<T>) -> Result<T> {
     let mut st = shared.lock();
     f(st.txn.as_mut().ok_or_else(|| Error::state("no transactional.id is set"))?)
 }
 
 /// A failed coordinator call: retriable errors are handed back as they are (the call
 /// may be made again); others move the transaction to abortable or fatal.
-fn categorize(txn: Option<&mut TransactionState>, e: Error) -> Error {
+pub(super) fn categorize(txn: Option<&mut TransactionState>, e: Error) -> Error {
     if e.is_retriable() {
         return e;
     }
@@ -272,28 +272,50 @@ async fn coordinator_call<T>(
 }
 
 /// InitProducerId for the transactional id; `current` set bumps that epoch (KIP-360).
-async fn init_pid(shared: &Shared, tid: &str, current: ProducerIdAndEpoch) -> Result<ProducerIdAndEpoch> {
+/// With `transaction.two.phase.commit.enable` it asks for two-phase commit (v6,
+/// KIP-939), and `keep_prepared` keeps an ongoing transaction, whose producer id and
+/// epoch come back as the second value.
+pub(super) async fn init_pid(
+    shared: &Shared,
+    tid: &str,
+    current: ProducerIdAndEpoch,
+    keep_prepared: bool,
+) -> Result<(ProducerIdAndEpoch, Option<ProducerIdAndEpoch>)> {
     let timeout_ms = shared.config.transaction_timeout.as_millis().min(i32::MAX as u128) as i32;
+    let two_phase = shared.config.two_phase_commit;
     coordinator_call(
         shared,
         CoordinatorKind::Transaction,
         tid,
         |conn| {
             let version = conn.version(ApiKey::InitProducerId)?;
+            if two_phase && version < 6 {
+                return Err(Error::state(format!(
+                    "{} does not support two-phase commit (InitProducerId v6, KIP-939)",
+                    conn.addr()
+                )));
+            }
             let (id, epoch) = if version >= 3 { (current.id, current.epoch) } else { (-1, -1) };
             let request = InitProducerIdRequest {
                 transactional_id: Some(tid.to_string()),
                 transaction_timeout_ms: timeout_ms,
                 producer_id: id,
                 producer_epoch: epoch,
-                ..InitProducerIdRequest::default()
+                enable_2pc: two_phase,
+                keep_prepared_txn: two_phase && keep_prepared,
             };
             Ok((version, RequestBody::InitProducerId(request)))
         },
         |body| match body {
             ResponseBody::InitProducerId(r) => match Error::from_code(r.error_code, None) {
                 Some(e) => Err(e),
-                None => Ok(ProducerIdAndEpoch { id: r.producer_id, epoch: r.producer_epoch }),
+                None => {
+                    let ongoing = (r.ongoing_txn_producer_id >= 0).then_some(ProducerIdAndEpoch {
+                        id: r.ongoing_txn_producer_id,
+                        epoch: r.ongoing_txn_producer_epoch,
+                    });
+                    Ok((ProducerIdAndEpoch { id: r.producer_id, epoch: r.producer_epoch }, ongoing))
+                }
             },
             _ => Err(Error::protocol("?", "InitProducerId answered with another API")),
         },
@@ -301,7 +323,7 @@ async fn init_pid(shared: &Shared, tid: &str, current: ProducerIdAndEpoch) -> Re
     .await
 }
 
-async fn end_txn(shared: &Shared, tid: &str, commit: bool) -> Result<()> {
+pub(super) async fn end_txn(shared: &Shared, tid: &str, commit: bool) -> Result<()> {
     let pid = shared.lock().pid;
     coordinator_call(
         shared,
