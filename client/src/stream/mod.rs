@@ -20,6 +20,7 @@
 pub mod align;
 pub mod checkpoint;
 pub mod coordinator;
+pub mod kafka;
 pub mod runtime;
 pub mod state;
 
