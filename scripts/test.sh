@@ -97,9 +97,14 @@ if [ "${STRATA_SKIP_INSTALL:-0}" != 1 ]; then
 fi
 
 STRATA_BIN="$ROOT/target/release/strata"
-export STRATA_BIN
+STRATA_WORDCOUNT="$ROOT/target/release/examples/wordcount"
+export STRATA_BIN STRATA_WORDCOUNT
+# The broker, and the exactly-once example the end-to-end tests drive (tests/tests/exactly_once_wordcount.rs).
+build_release() {
+    cargo build --release -p strata-broker --bin strata && cargo build --release -p strata-client --example wordcount
+}
 BUILD_OK=1
-step build cargo build --release -p strata-broker --bin strata || BUILD_OK=0
+step build build_release || BUILD_OK=0
 
 # --no-fail-fast: one failing test binary must not hide the results of the others.
 step cargo-test cargo test --workspace --no-fail-fast
