@@ -65,7 +65,12 @@ async fn a_prepared_transaction_is_kept_across_crashes_and_completed_by_identity
     let bootstrap = broker.addr().to_string();
     let client = Client::connect(ClientConfig::new(&bootstrap)).await.unwrap();
     let create = CreateTopicsRequest {
-        topics: vec![CreatableTopic { name: TOPIC.into(), num_partitions: 1, replication_factor: -1, ..Default::default() }],
+        topics: vec![CreatableTopic {
+            name: TOPIC.into(),
+            num_partitions: 1,
+            replication_factor: -1,
+            ..Default::default()
+        }],
         timeout_ms: 10_000,
         ..Default::default()
     };

@@ -103,9 +103,12 @@ async fn write_transaction(client: &Client, id: &str, ids: (i64, i16), partition
     assert_eq!(r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code, 0);
 
     let mut batch = RecordBatchBuilder::new(0).producer(ids.0, ids.1, 0).transactional(true);
+    // Today's timestamps: records of 1970 would be deleted by retention at the restart.
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     for i in 0..RECORDS {
         let value = Bytes::from(format!("{tag}-{i}"));
-        batch.append(&NewRecord::new(1_000 + i, None, Some(value))).unwrap();
+        batch.append(&NewRecord::new(now_ms + i, None, Some(value))).unwrap();
     }
     let produce = ProduceRequest {
         transactional_id: Some(id.into()),

@@ -7,6 +7,13 @@
 use super::checkpoint::CheckpointId;
 
 /// What a barrier or a closed input did to the alignment.
+///
+/// ```
+/// use strata_client::stream::{Aligned, Alignment};
+///
+/// let mut a = Alignment::new(1);
+/// assert_eq!(a.on_barrier(0, 7).unwrap(), Aligned::Complete(7));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Aligned {
     /// Some inputs have not delivered the barrier yet.

@@ -37,6 +37,18 @@ use std::sync::Arc;
 
 /// What flows on a channel between two tasks, in order: batches of records and barriers.
 /// A barrier splits the stream: everything before barrier *n* belongs to checkpoint *n*.
+///
+/// ```
+/// use strata_client::stream::Event;
+///
+/// let stream = [Event::Records(vec!["a", "b"]), Event::Barrier(1), Event::Records(vec!["c"])];
+/// let before_1: Vec<&str> = stream
+///     .iter()
+///     .take_while(|e| !matches!(e, Event::Barrier(1)))
+///     .flat_map(|e| match e { Event::Records(r) => r.clone(), Event::Barrier(_) => vec![] })
+///     .collect();
+/// assert_eq!(before_1, ["a", "b"]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event<T> {
     /// Records, in the order they were produced.
@@ -46,6 +58,13 @@ pub enum Event<T> {
 }
 
 /// Why a job, a task or the checkpoint store failed.
+///
+/// ```
+/// use strata_client::stream::StreamError;
+///
+/// let e = StreamError::task("operator", "bad input");
+/// assert_eq!(e.to_string(), "task operator failed: bad input");
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StreamError {
     /// The Kafka client failed.

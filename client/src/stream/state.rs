@@ -10,6 +10,18 @@ use super::StreamError;
 
 /// A value that keyed state can snapshot: written with its own length prefix where it
 /// needs one, read back checking every length against the bytes present.
+///
+/// ```
+/// use bytes::{Bytes, BytesMut};
+/// use strata_client::stream::StateValue;
+///
+/// let mut out = BytesMut::new();
+/// "word".to_string().write(&mut out);
+/// 3u64.write(&mut out);
+/// let mut input: Bytes = out.freeze();
+/// assert_eq!(String::read(&mut input).unwrap(), "word");
+/// assert_eq!(u64::read(&mut input).unwrap(), 3);
+/// ```
 pub trait StateValue: Sized {
     /// Appends the encoding of `self`.
     fn write(&self, out: &mut BytesMut);
