@@ -68,6 +68,8 @@ pub struct Broker {
     pub metadata: Arc<MetadataCache>,
     /// Hosted partitions.
     pub replicas: ReplicaManager,
+    /// Counters for the metrics endpoint (shared with the hosted partitions).
+    pub metrics: Arc<crate::metrics::BrokerMetrics>,
     /// Producer id blocks from the controller (InitProducerId).
     pub producer_ids: crate::producer_ids::ProducerIdManager,
     /// Replica fetchers, by leader.
@@ -109,6 +111,7 @@ impl Broker {
         let channel = ControllerChannel::new(config.node_id, config.cluster.voters.clone());
         tracing::info!(node_id = config.node_id, cluster_id = ?cluster_id, "broker opened");
         Ok(Arc::new(Broker {
+            metrics: replicas.metrics().clone(),
             producer_ids: crate::producer_ids::ProducerIdManager::new(),
             metadata: Arc::new(MetadataCache::new()),
             replicas,

@@ -66,10 +66,11 @@ pub async fn serve(
 ) {
     let ctx = RequestContext { peer, listener, kind };
     let span = tracing::debug_span!("connection", %peer);
+    let _open = broker.metrics.connection_opened();
     async move {
         let (mut rd, wr) = stream.into_split();
         let (responses, to_write) = mpsc::channel::<send::Reply>(broker.config.queued_max_requests);
-        let writer = tokio::spawn(send::write_loop(wr, to_write).in_current_span());
+        let writer = tokio::spawn(send::write_loop(wr, to_write, broker.metrics.clone()).in_current_span());
         let mut frames = FrameDecoder::new(broker.config.socket_request_max_bytes as usize);
         'conn: loop {
             loop {
@@ -143,6 +144,8 @@ async fn handle(
         Work::Respond(chunks) => return responses.send(send::Reply::Ready(chunks)).await.is_ok(),
         Work::Request(r) => r,
     };
+    let started = std::time::Instant::now();
+    let api = request.api;
     let span = tracing::debug_span!(
         "request",
         api = request.api.name(),
@@ -154,10 +157,20 @@ async fn handle(
         ListenerKind::Broker => handlers::dispatch(broker, request, ctx).instrument(span).await,
         ListenerKind::Controller => handlers::controller::dispatch(broker, request).instrument(span).await,
     };
+    // Request time ends when the response is handed to the writer; a delayed response's
+    // ends when its future completes (timed by the writer).
     match outcome {
-        handlers::Outcome::Respond(chunks) => responses.send(send::Reply::Ready(chunks)).await.is_ok(),
-        handlers::Outcome::Later(wait) => responses.send(send::Reply::Later(wait)).await.is_ok(),
-        handlers::Outcome::NoResponse => true,
+        handlers::Outcome::Respond(chunks) => {
+            broker.metrics.request_done(api, started.elapsed());
+            responses.send(send::Reply::Ready(chunks)).await.is_ok()
+        }
+        handlers::Outcome::Later(wait) => {
+            responses.send(send::Reply::Later(wait, send::Timing { api, started })).await.is_ok()
+        }
+        handlers::Outcome::NoResponse => {
+            broker.metrics.request_done(api, started.elapsed());
+            true
+        }
         handlers::Outcome::Close => false,
     }
 }

@@ -79,6 +79,8 @@ enum Command {
     },
     /// An append of this partition may be replicated now.
     AppendProgress(i32),
+    /// A copy of the groups for the metrics endpoint.
+    Snapshot(oneshot::Sender<crate::group::GroupsSnapshot>),
 }
 
 /// Handle to the group coordinator task.
@@ -99,6 +101,7 @@ impl std::fmt::Debug for Command {
             Command::TopicsDeleted(t) => write!(f, "TopicsDeleted({t:?})"),
             Command::Leadership { led, .. } => write!(f, "Leadership({led:?})"),
             Command::AppendProgress(p) => write!(f, "AppendProgress({p})"),
+            Command::Snapshot(_) => write!(f, "Snapshot"),
             Command::TransactionCompleted { producer_id, .. } => {
                 write!(f, "TransactionCompleted({producer_id})")
             }
@@ -176,6 +179,14 @@ impl GroupService {
         .await
     }
 
+    /// The groups this coordinator holds, for a metrics scrape; `None` if the task has
+    /// stopped. Goes through the bounded request queue, so scrapes cannot pile up.
+    pub async fn snapshot(&self) -> Option<crate::group::GroupsSnapshot> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Snapshot(reply)).await.ok()?;
+        rx.await.ok()
+    }
+
     /// The `__consumer_offsets` partition that coordinates `group_id`.
     pub fn partition_for(&self, group_id: &str) -> i32 {
         crate::group::partition_for_group(group_id, self.partitions)
@@ -242,6 +253,9 @@ impl Task {
         match command {
             Command::Leadership { led, partitions } => self.leadership(&broker, led, partitions),
             Command::AppendProgress(partition) => self.progress(&broker, partition),
+            Command::Snapshot(reply) => {
+                let _ = reply.send(self.coordinator.snapshot());
+            }
             Command::TransactionCompleted { partition, producer_id, commit } => {
                 let actions = self.coordinator.complete_transaction(partition, producer_id, commit, now_ms());
                 self.execute(actions);

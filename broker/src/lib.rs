@@ -20,6 +20,7 @@ pub mod lifecycle;
 mod log_cleaner;
 pub mod markers;
 pub mod metadata;
+pub mod metrics;
 
 pub mod net;
 pub mod producer_ids;

@@ -19,6 +19,8 @@ use tokio::sync::watch;
 pub struct RunningServer {
     /// The address each listener is bound to (port 0 resolved), in `listeners` order.
     pub local_addrs: Vec<SocketAddr>,
+    /// Where `GET /metrics` is served, if it is (`metrics.listener`).
+    pub metrics_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     cleaner: Option<crate::log_cleaner::CleanerHandle>,
@@ -114,6 +116,19 @@ pub async fn start(broker: Arc<Broker>) -> Result<RunningServer, StartError> {
         tasks.push(tokio::spawn(crate::controller::follower::run(Arc::downgrade(&broker))));
         None
     };
+    let mut metrics_addr = None;
+    if let Some(addr) = broker.config.metrics_listener {
+        if let Some(socket) = crate::metrics::http::bind(addr).await {
+            metrics_addr = socket.local_addr().ok();
+            let serve = crate::metrics::http::serve(
+                socket,
+                Arc::downgrade(&broker),
+                quorum.clone(),
+                shutdown_rx.clone(),
+            );
+            tasks.push(tokio::spawn(serve));
+        }
+    }
     let weak = Arc::downgrade(&broker);
     let mut cleaner = None;
     if broker.config.cluster.broker {
@@ -126,7 +141,7 @@ pub async fn start(broker: Arc<Broker>) -> Result<RunningServer, StartError> {
         broker.transactions();
         cleaner = crate::log_cleaner::start(&broker);
     }
-    Ok(RunningServer { local_addrs, shutdown, tasks, cleaner, lifecycle, quorum, broker })
+    Ok(RunningServer { local_addrs, metrics_addr, shutdown, tasks, cleaner, lifecycle, quorum, broker })
 }
 
 async fn accept_loop(

@@ -87,6 +87,8 @@ class Broker:
             "listeners": listener,
             "advertised.listeners": listener,
             "log.dirs": str(self.data_dir),
+            # No metrics endpoint unless a test asks for one (many brokers share the default port).
+            "metrics.listener": "",
         }
         base.update(self.overrides)
         cmd = [str(strata_bin())]

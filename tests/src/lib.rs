@@ -168,7 +168,11 @@ impl BrokerProcess {
             .arg("--override")
             .arg(format!("advertised.listeners={listener}"))
             .arg("--override")
-            .arg(format!("log.dirs={}", self.data_dir().display()));
+            .arg(format!("log.dirs={}", self.data_dir().display()))
+            // No metrics endpoint unless a test asks for one on a port of its own: many
+            // brokers run at once and the default port is shared.
+            .arg("--override")
+            .arg("metrics.listener=");
         for o in &self.extra_overrides {
             cmd.arg("--override").arg(o);
         }

@@ -106,6 +106,12 @@ pub struct BrokerConfig {
     pub transaction_two_phase_commit_enable: bool,
     /// Roles, controller quorum, inter-broker listener, replication tunables.
     pub cluster: cluster::ClusterConfig,
+    /// `metrics.listener` (`http://127.0.0.1:9644`): where `GET /metrics` is served;
+    /// `None` when set empty (off).
+    pub metrics_listener: Option<SocketAddr>,
+    /// `log.format` (`text` or `json`) and `log.level` (a tracing filter), read by the
+    /// binary before anything is logged; `RUST_LOG` wins over `log.level`.
+    pub log: LogSettings,
     /// The raw key/value pairs given, for DescribeConfigs of the broker.
     pub raw: BTreeMap<String, String>,
 }
@@ -193,6 +199,9 @@ impl BrokerConfig {
         let rack = p.opt_string("broker.rack");
         let transaction_two_phase_commit_enable = p.bool("transaction.two.phase.commit.enable", false)?;
         let topic_defaults = topic::TopicDefaults::from_broker(&mut p, message_max_bytes)?;
+        let metrics_listener =
+            parse_metrics_listener(&p.string("metrics.listener", DEFAULT_METRICS_LISTENER))?;
+        let log = LogSettings::parse(&mut p)?;
         for key in raw.keys() {
             if !p.used.iter().any(|u| u == key) && !ACCEPTED_KEYS.contains(&key.as_str()) {
                 tracing::warn!(key = %key, "unknown configuration key ignored");
@@ -217,12 +226,23 @@ impl BrokerConfig {
             topic_defaults,
             transaction_two_phase_commit_enable,
             cluster,
+            metrics_listener,
+            log,
             raw,
         })
     }
 
     /// Reads `path` (if any) and applies `overrides` (`key=value`) on top.
     pub fn load(path: Option<&std::path::Path>, overrides: &[String]) -> Result<Self, ConfigError> {
+        BrokerConfig::from_map(BrokerConfig::load_raw(path, overrides)?)
+    }
+
+    /// The key/value pairs of `path` (if any) with `overrides` on top, unvalidated: the
+    /// binary reads the log settings from them before validation logs anything.
+    pub fn load_raw(
+        path: Option<&std::path::Path>,
+        overrides: &[String],
+    ) -> Result<BTreeMap<String, String>, ConfigError> {
         let mut raw = BTreeMap::new();
         if let Some(path) = path {
             let text = std::fs::read_to_string(path)
@@ -233,12 +253,66 @@ impl BrokerConfig {
             let (k, v) = o.split_once('=').ok_or_else(|| ConfigError::Malformed(o.clone()))?;
             raw.insert(k.trim().to_string(), v.trim().to_string());
         }
-        BrokerConfig::from_map(raw)
+        Ok(raw)
     }
 
     /// The data directory (the first of `log.dirs`).
     pub fn data_dir(&self) -> &std::path::Path {
         &self.log_dirs[0]
+    }
+}
+
+/// Where metrics are served unless `metrics.listener` says otherwise (Redpanda's port).
+pub const DEFAULT_METRICS_LISTENER: &str = "http://127.0.0.1:9644";
+
+/// `metrics.listener`: `http://host:port` (or `host:port`); empty turns metrics off.
+fn parse_metrics_listener(value: &str) -> Result<Option<SocketAddr>, ConfigError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let invalid = |reason: &str| ConfigError::InvalidValue {
+        key: "metrics.listener".into(),
+        value: value.into(),
+        reason: reason.into(),
+    };
+    let rest = value.strip_prefix("http://").unwrap_or(value);
+    if rest.contains("://") {
+        return Err(invalid("only http:// is served"));
+    }
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = rest.rsplit_once(':').ok_or_else(|| invalid("expected http://host:port"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    let port: u16 = port.parse().map_err(|_| invalid("port must be 0-65535"))?;
+    let ip: std::net::IpAddr = host.parse().map_err(|_| invalid("host must be an IP address"))?;
+    Ok(Some(SocketAddr::new(ip, port)))
+}
+
+/// How the broker logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSettings {
+    /// `log.format=json`: one JSON object per line, for log shippers.
+    pub json: bool,
+    /// `log.level`: the tracing filter when `RUST_LOG` is not set (e.g. `info,strata_broker=debug`).
+    pub level: Option<String>,
+}
+
+impl LogSettings {
+    /// Reads `log.format` and `log.level` from `raw` without validating anything else
+    /// (the binary sets logging up before the full configuration is checked).
+    pub fn from_raw(raw: &BTreeMap<String, String>) -> Result<LogSettings, ConfigError> {
+        LogSettings::parse(&mut Parser { raw, used: Vec::new() })
+    }
+
+    fn parse(p: &mut Parser<'_>) -> Result<LogSettings, ConfigError> {
+        let json = match p.string("log.format", "text").to_ascii_lowercase().as_str() {
+            "text" => false,
+            "json" => true,
+            _ => return Err(p.invalid("log.format", "must be text or json")),
+        };
+        let level = p.opt_string("log.level").filter(|l| !l.trim().is_empty());
+        Ok(LogSettings { json, level })
     }
 }
 
@@ -345,6 +419,26 @@ mod tests {
         assert!(e.to_string().contains("listeners"));
         let e = BrokerConfig::from_map(map(&[("log.retention.ms", "-5")])).unwrap_err();
         assert!(e.to_string().contains("log.retention.ms"), "{e}");
+    }
+
+    #[test]
+    fn metrics_listener_defaults_to_loopback_and_can_be_turned_off() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.metrics_listener, Some("127.0.0.1:9644".parse().unwrap()));
+        let c = BrokerConfig::from_map(map(&[("metrics.listener", "")])).unwrap();
+        assert_eq!(c.metrics_listener, None);
+        let c = BrokerConfig::from_map(map(&[("metrics.listener", "127.0.0.1:0")])).unwrap();
+        assert_eq!(c.metrics_listener, Some("127.0.0.1:0".parse().unwrap()));
+        let e = BrokerConfig::from_map(map(&[("metrics.listener", "https://127.0.0.1:1")])).unwrap_err();
+        assert!(e.to_string().contains("metrics.listener"), "{e}");
+    }
+
+    #[test]
+    fn log_format_is_text_or_json() {
+        let c = BrokerConfig::from_map(map(&[("log.format", "json"), ("log.level", "debug")])).unwrap();
+        assert_eq!(c.log, LogSettings { json: true, level: Some("debug".into()) });
+        let e = BrokerConfig::from_map(map(&[("log.format", "xml")])).unwrap_err();
+        assert!(e.to_string().contains("log.format"), "{e}");
     }
 
     #[test]

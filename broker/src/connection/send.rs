@@ -6,7 +6,9 @@
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 
+use crate::metrics::BrokerMetrics;
 use bytes::Bytes;
+use std::sync::Arc;
 use strata_protocol::codec::{Chunk, External};
 use strata_storage::FileSlice;
 use tokio::io::{AsyncWriteExt, Interest};
@@ -25,38 +27,54 @@ const MAX_IOVECS: usize = 64;
 pub(super) enum Reply {
     /// Ready now.
     Ready(Vec<Chunk>),
-    /// Ready when the future completes.
-    Later(std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Chunk>> + Send>>),
+    /// Ready when the future completes; the request's time is recorded then.
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Chunk>> + Send>>, Timing),
+}
+
+/// What a delayed response needs to record its request's time.
+pub(super) struct Timing {
+    /// The request's API.
+    pub api: strata_protocol::ApiKey,
+    /// When the request was read.
+    pub started: std::time::Instant,
 }
 
 impl Reply {
-    async fn chunks(self) -> Vec<Chunk> {
+    async fn chunks(self, metrics: &BrokerMetrics) -> Vec<Chunk> {
         match self {
             Reply::Ready(chunks) => chunks,
-            Reply::Later(wait) => wait.await,
+            Reply::Later(wait, timing) => {
+                let chunks = wait.await;
+                metrics.request_done(timing.api, timing.started.elapsed());
+                chunks
+            }
         }
     }
 }
 
 /// Writes every response from `rx` in order until the queue closes or the peer goes.
-pub(super) async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Reply>) {
+pub(super) async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Reply>,
+    metrics: Arc<BrokerMetrics>,
+) {
     let mut pending: Vec<Chunk> = Vec::new();
     while let Some(first) = rx.recv().await {
-        let first = first.chunks().await;
+        let first = first.chunks(&metrics).await;
         let mut bytes: usize = first.iter().map(Chunk::len).sum();
         pending.extend(first);
         while bytes < COALESCE_BYTES {
             let Ok(more) = rx.try_recv() else { break };
             let more = match more {
                 Reply::Ready(chunks) => chunks,
-                later @ Reply::Later(_) => {
+                later @ Reply::Later(..) => {
                     // Send what is ready first, then wait for this one.
                     if let Err(e) = send_chunks(&mut wr, &pending).await {
                         tracing::debug!(error = %e, "write failed; closing connection");
                         return;
                     }
                     pending.clear();
-                    later.chunks().await
+                    later.chunks(&metrics).await
                 }
             };
             bytes += more.iter().map(Chunk::len).sum::<usize>();

@@ -82,6 +82,7 @@ mod membership;
 mod offsets;
 mod partition;
 pub mod records;
+mod snapshot;
 mod timer;
 mod txn_offsets;
 
@@ -93,6 +94,7 @@ pub use consumer_protocol::{subscribed_topics, CONSUMER_PROTOCOL_TYPE};
 pub use coordinator::GroupCoordinator;
 pub use partition::{java_string_hash_code, kafka_abs, partition_for_group, PartitionState};
 pub use records::{Record, RecordError};
+pub use snapshot::GroupsSnapshot;
 pub use txn_offsets::txn_commit_response;
 
 use strata_protocol::messages::{

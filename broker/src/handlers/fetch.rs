@@ -64,10 +64,37 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
         let done =
             errors || bytes >= request.min_bytes.max(0) as usize || tokio::time::Instant::now() >= deadline;
         let Some(waker) = waker.as_ref().filter(|_| !done) else {
+            count(broker, version, &request, &response, fetcher);
             return response;
         };
         if tokio::time::timeout_at(deadline, waker.notified()).await.is_err() {
-            return read_all(broker, version, &request, fetcher, None, false).0;
+            let response = read_all(broker, version, &request, fetcher, None, false).0;
+            count(broker, version, &request, &response, fetcher);
+            return response;
+        }
+    }
+}
+
+/// Adds the answer's partitions to their topics' counters (bytes out, requests,
+/// failures), once per request: a parked fetch reads several times but answers once.
+/// Partitions not led here count nowhere (their topic has no counters on this broker).
+fn count(broker: &Broker, version: i16, request: &FetchRequest, response: &FetchResponse, fetcher: Fetcher) {
+    let image = broker.metadata.current();
+    let follower = fetcher.replica_id >= 0;
+    for (asked, answered) in request.topics.iter().zip(&response.responses) {
+        let name = if version >= 13 {
+            match image.topic_by_id(asked.topic_id) {
+                Some(t) => t.name.as_str(),
+                None => continue,
+            }
+        } else {
+            asked.topic.as_str()
+        };
+        for pd in &answered.partitions {
+            if let Some(p) = broker.replicas.get(name, pd.partition_index) {
+                let bytes = pd.records.as_ref().map_or(0, RecordSet::len);
+                p.metrics().fetched(bytes, follower, pd.error_code != 0);
+            }
         }
     }
 }

@@ -117,6 +117,8 @@ struct Appended {
     base_offset: i64,
     log_append_time: i64,
     log_start_offset: i64,
+    /// Records appended (offsets are dense).
+    records: u64,
     wait: Option<Delayed>,
 }
 
@@ -218,6 +220,27 @@ fn append(
         return Err((ErrorCode::UnknownTopicOrPartition, None));
     };
     let partition = broker.leader_partition(topic, index).map_err(|code| (code, None))?;
+    let bytes = records.as_ref().map_or(0, bytes::Bytes::len);
+    let result = append_to(broker, meta, &partition, topic, index, records, acks, now);
+    match &result {
+        Ok(a) => partition.metrics().produced(bytes, a.records),
+        Err(_) => partition.metrics().produce_failed(),
+    }
+    result
+}
+
+/// Appends to a partition this broker leads (see [`append`]).
+#[allow(clippy::too_many_arguments)]
+fn append_to(
+    broker: &Broker,
+    meta: &crate::metadata::TopicImage,
+    partition: &Arc<crate::replica::Partition>,
+    topic: &str,
+    index: i32,
+    records: Option<bytes::Bytes>,
+    acks: i16,
+    now: i64,
+) -> Result<Appended, (ErrorCode, Option<String>)> {
     if meta.is_internal() {
         return Err((
             ErrorCode::InvalidTopicException,
@@ -254,7 +277,7 @@ fn append(
                     if partition.high_watermark() > w.last_offset
                         && partition.leader_epoch() == leader_epoch =>
                 {
-                    check_isr_after(&partition, min_isr).map_err(|(c, m)| (c, Some(m)))?;
+                    check_isr_after(partition, min_isr).map_err(|(c, m)| (c, Some(m)))?;
                     None
                 }
                 other => other,
@@ -263,6 +286,7 @@ fn append(
                 base_offset: info.first_offset,
                 log_append_time: info.log_append_time,
                 log_start_offset: info.log_start_offset,
+                records: (info.last_offset - info.first_offset + 1).max(0) as u64,
                 wait,
             })
         }

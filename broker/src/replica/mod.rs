@@ -43,6 +43,8 @@ pub struct ReplicaManager {
     write: Mutex<()>,
     /// High watermarks read at start-up, used once per partition as it is hosted.
     initial_hw: Mutex<HashMap<(String, i32), i64>>,
+    /// The broker's metrics; each hosted partition holds its topic's counters.
+    metrics: Arc<crate::metrics::BrokerMetrics>,
 }
 
 impl ReplicaManager {
@@ -55,7 +57,13 @@ impl ReplicaManager {
             partitions: ArcSwap::from_pointee(HashMap::new()),
             write: Mutex::new(()),
             initial_hw: Mutex::new(initial_hw),
+            metrics: Arc::default(),
         }
+    }
+
+    /// The broker's metrics (the topic counters the partitions update live there).
+    pub fn metrics(&self) -> &Arc<crate::metrics::BrokerMetrics> {
+        &self.metrics
     }
 
     /// The partition, if hosted here.
@@ -96,7 +104,9 @@ impl ReplicaManager {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&(topic.to_string(), index))
             .unwrap_or(0);
-        let partition = Arc::new(Partition::new(Arc::from(topic), index, topic_id, log, self.node_id, hw));
+        let metrics = self.metrics.topic(topic);
+        let partition =
+            Arc::new(Partition::new(Arc::from(topic), index, topic_id, log, self.node_id, hw, metrics));
         let mut next = (**self.partitions.load()).clone();
         next.entry(topic.to_string()).or_default().insert(index, partition.clone());
         self.partitions.store(Arc::new(next));

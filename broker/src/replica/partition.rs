@@ -100,6 +100,8 @@ pub struct Partition {
     /// Delayed `acks=all` produces and coordinator writes wait here for the high
     /// watermark (or a role change).
     hw_changed: Notify,
+    /// The topic's counters, shared with its other partitions here.
+    metrics: Arc<crate::metrics::TopicMetrics>,
 }
 
 impl Partition {
@@ -112,6 +114,7 @@ impl Partition {
         log: Arc<Log>,
         node_id: i32,
         hw: i64,
+        metrics: Arc<crate::metrics::TopicMetrics>,
     ) -> Partition {
         let hw = hw.clamp(log.log_start_offset().min(log.log_end_offset()), log.log_end_offset());
         if let Err(e) = log.update_high_watermark(hw) {
@@ -132,7 +135,13 @@ impl Partition {
             parked_consumers: ParkedFetches::default(),
             parked_followers: ParkedFetches::default(),
             hw_changed: Notify::new(),
+            metrics,
         }
+    }
+
+    /// The topic's counters (bytes in and out, requests), updated by the handlers.
+    pub fn metrics(&self) -> &crate::metrics::TopicMetrics {
+        &self.metrics
     }
 
     /// The current leader epoch (KIP-101); only ever increases.
@@ -215,8 +224,10 @@ impl Partition {
                 // fenced follower removed).
                 let mut l = state.lock().unwrap_or_else(|p| p.into_inner());
                 if record.partition_epoch > l.partition_epoch {
+                    let before = l.isr.len();
                     l.replicas = record.replicas.clone();
                     l.committed(record.isr.clone(), record.partition_epoch);
+                    self.metrics.isr_changed(before, l.isr.len());
                 }
                 self.publish_isr(&l);
                 drop(l);
@@ -414,7 +425,9 @@ impl Partition {
         match committed {
             Some((isr, partition_epoch)) => {
                 tracing::info!(topic = %self.topic, partition = self.index, ?isr, partition_epoch, "ISR change committed");
+                let before = l.isr.len();
                 l.committed(isr, partition_epoch);
+                self.metrics.isr_changed(before, l.isr.len());
             }
             None => l.pending = None,
         }

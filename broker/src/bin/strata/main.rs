@@ -11,6 +11,7 @@ mod topic;
 
 use args::{BrokerArgs, Cli, ClientArgs, Command};
 use clap::Parser;
+use strata_broker::config::LogSettings;
 use strata_broker::BrokerConfig;
 use strata_client::{Client, ClientConfig};
 
@@ -26,8 +27,16 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
-    init_tracing("info,openraft=warn");
-    let config = match BrokerConfig::load(args.config.as_deref(), &args.overrides) {
+    // Logging is set up from the raw settings first, so the configuration's own
+    // warnings (unknown keys) are logged in the chosen format.
+    let config = BrokerConfig::load_raw(args.config.as_deref(), &args.overrides)
+        .and_then(|raw| Ok((LogSettings::from_raw(&raw)?, raw)))
+        .and_then(|(log, raw)| {
+            let filter = log.level.as_deref().unwrap_or("info,openraft=warn");
+            init_logging(filter, log.json);
+            BrokerConfig::from_map(raw)
+        });
+    let config = match config {
         Ok(c) => c,
         Err(e) => {
             eprintln!("strata: {e}");
@@ -86,11 +95,20 @@ fn client_config(args: &ClientArgs) -> Result<ClientConfig, strata_client::Error
 }
 
 fn init_tracing(default_filter: &str) {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into()),
-        )
-        .with_writer(std::io::stderr)
+    init_logging(default_filter, false);
+}
+
+/// Logs to stderr: the level from `RUST_LOG`, else `default_filter`; with `json`, one
+/// JSON object per line (`log.format=json`, for log shippers).
+fn init_logging(default_filter: &str, json: bool) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().with_current_span(true).with_span_list(false).init();
+        return;
+    }
+    builder
         // Colour codes only for a terminal: log files and pipes get plain text.
         .with_ansi(
             std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none(),

@@ -1,0 +1,157 @@
+//! The broker's Prometheus metrics (issue 13): counters kept on the hot paths, gauges
+//! read from existing state at scrape time, and the `/metrics` endpoint serving both.
+//!
+//! Names follow what the Prometheus JMX exporter's usual Kafka rules make of Kafka's
+//! MBeans (`kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t` becomes
+//! `kafka_server_brokertopicmetrics_bytesin_total{topic="t"}`), so dashboards built for
+//! Kafka keep working; `docs/operations.md` lists the mapping.
+//!
+//! Cost on produce and fetch: a few relaxed atomic adds on counters that were created
+//! once per topic and are reached through the partition (no lock, no allocation, no map
+//! lookup per request). Everything else (log sizes, offsets, ISR state, group lag) is
+//! read when Prometheus scrapes.
+
+mod exposition;
+mod histogram;
+pub mod http;
+
+pub use exposition::render;
+pub use histogram::LatencyHistogram;
+
+use dashmap::DashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use strata_protocol::ApiKey;
+
+/// API keys get a latency histogram and a request counter each up to this key (Kafka's
+/// keys are below 100).
+const MAX_API_KEY: usize = 100;
+
+/// Counters of one topic (Kafka's `BrokerTopicMetrics` with a `topic` tag), shared by
+/// the topic's partitions on this broker. Kept after the topic is deleted, so counters
+/// never go backwards within a process.
+#[derive(Debug, Default)]
+pub struct TopicMetrics {
+    /// Bytes of record batches appended by producers (`BytesInPerSec`).
+    pub bytes_in: AtomicU64,
+    /// Records appended by producers (`MessagesInPerSec`).
+    pub messages_in: AtomicU64,
+    /// Bytes of records sent to consumers (`BytesOutPerSec`).
+    pub bytes_out: AtomicU64,
+    /// Bytes of records sent to followers (`ReplicationBytesOutPerSec`).
+    pub replication_bytes_out: AtomicU64,
+    /// Partitions of produce requests addressed to this broker as leader (`TotalProduceRequestsPerSec`).
+    pub produce_requests: AtomicU64,
+    /// Of those, the ones answered with an error (`FailedProduceRequestsPerSec`).
+    pub failed_produce_requests: AtomicU64,
+    /// Partitions of fetch requests read here as leader (`TotalFetchRequestsPerSec`).
+    pub fetch_requests: AtomicU64,
+    /// Of those, the ones answered with an error (`FailedFetchRequestsPerSec`).
+    pub failed_fetch_requests: AtomicU64,
+    /// ISR shrinks of this topic's partitions led here (`IsrShrinksPerSec`, summed broker-wide).
+    pub isr_shrinks: AtomicU64,
+    /// ISR expands (`IsrExpandsPerSec`, summed broker-wide).
+    pub isr_expands: AtomicU64,
+}
+
+impl TopicMetrics {
+    /// A successful produce to one partition of the topic.
+    pub fn produced(&self, bytes: usize, records: u64) {
+        self.produce_requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes_in.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.messages_in.fetch_add(records, Ordering::Relaxed);
+    }
+
+    /// A produce to one partition of the topic that failed.
+    pub fn produce_failed(&self) {
+        self.produce_requests.fetch_add(1, Ordering::Relaxed);
+        self.failed_produce_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A fetch of one partition answered with `bytes` of records (or an error).
+    pub fn fetched(&self, bytes: usize, follower: bool, failed: bool) {
+        self.fetch_requests.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.failed_fetch_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        let out = if follower { &self.replication_bytes_out } else { &self.bytes_out };
+        out.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The committed ISR of a partition led here went from `before` to `after` replicas.
+    pub fn isr_changed(&self, before: usize, after: usize) {
+        if after < before {
+            self.isr_shrinks.fetch_add(1, Ordering::Relaxed);
+        } else if after > before {
+            self.isr_expands.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Broker-wide metrics that are not per topic or read at scrape time.
+#[derive(Debug)]
+pub struct BrokerMetrics {
+    topics: DashMap<Arc<str>, Arc<TopicMetrics>>,
+    requests: Vec<RequestMetrics>,
+    /// Open client connections, by listener kind (`connection-count`).
+    pub connections: AtomicI64,
+}
+
+/// Per-API request counters and latency (`kafka.network:type=RequestMetrics`).
+#[derive(Debug, Default)]
+struct RequestMetrics {
+    requests: AtomicU64,
+    total_time: LatencyHistogram,
+}
+
+impl Default for BrokerMetrics {
+    fn default() -> Self {
+        BrokerMetrics {
+            topics: DashMap::new(),
+            requests: (0..MAX_API_KEY).map(|_| RequestMetrics::default()).collect(),
+            connections: AtomicI64::new(0),
+        }
+    }
+}
+
+impl BrokerMetrics {
+    /// The counters of `topic`, created on first use (once per topic, when its first
+    /// partition is hosted; the hot paths reach them through the partition).
+    pub fn topic(&self, topic: &str) -> Arc<TopicMetrics> {
+        if let Some(m) = self.topics.get(topic) {
+            return m.clone();
+        }
+        self.topics.entry(Arc::from(topic)).or_default().clone()
+    }
+
+    /// Records a request of `api` that took `elapsed` from being read to its response
+    /// being handed to the socket writer (or written, for delayed responses).
+    pub fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {
+        if let Some(r) = self.requests.get(api as usize) {
+            r.requests.fetch_add(1, Ordering::Relaxed);
+            r.total_time.observe(elapsed);
+        }
+    }
+
+    /// A connection opened; the guard counts it closed when dropped.
+    pub fn connection_opened(self: &Arc<Self>) -> ConnectionGuard {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self.clone())
+    }
+
+    fn topics_snapshot(&self) -> Vec<(Arc<str>, Arc<TopicMetrics>)> {
+        let mut v: Vec<_> = self.topics.iter().map(|e| (e.key().clone(), e.value().clone())).collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+}
+
+/// Counts an open connection until dropped.
+#[derive(Debug)]
+pub struct ConnectionGuard(Arc<BrokerMetrics>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,198 @@
+//! The broker's Prometheus endpoint (`metrics.listener`) scraped over HTTP after a
+//! produce and a group consume: bytes and messages in grow by what was produced, the
+//! log gauges show the partition's end offset, the group's lag follows its commits down
+//! to 0, and the exposition passes `promtool check metrics` (Debian's `prometheus`
+//! package; required under CI, skipped with a note elsewhere if it is not installed).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use strata_client::consumer::{Consumer, ConsumerConfig, NoopListener};
+use strata_client::producer::{Producer, ProducerConfig, ProducerRecord};
+use strata_client::{OffsetAndMetadata, TopicPartition};
+use strata_tests::{free_port, BrokerProcess};
+
+const TOPIC: &str = "metered";
+const GROUP: &str = "g-metered";
+const RECORDS: usize = 20;
+
+/// A broker serving metrics on a port of its own; returns it and the metrics address.
+fn broker() -> (BrokerProcess, String) {
+    let port = free_port().expect("port");
+    let listener = format!("metrics.listener=http://127.0.0.1:{port}");
+    let broker = BrokerProcess::start(&[&listener, "group.initial.rebalance.delay.ms=0"]).expect("broker");
+    (broker, format!("127.0.0.1:{port}"))
+}
+
+/// `GET path` over HTTP/1.1; returns the status line and the body.
+fn http_get(addr: &str, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).expect("connect to metrics listener");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n").expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
+}
+
+/// The samples of an exposition: `name{labels}` (labels as written) → value. Checks
+/// every non-comment line is `series value`.
+fn parse(exposition: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in exposition.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("malformed line {line:?}"));
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line:?}")),
+        };
+        out.insert(series.to_string(), value);
+    }
+    out
+}
+
+fn scrape(addr: &str) -> (String, BTreeMap<String, f64>) {
+    let (status, body) = http_get(addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    let samples = parse(&body);
+    (body, samples)
+}
+
+fn value(samples: &BTreeMap<String, f64>, series: &str) -> Option<f64> {
+    samples.get(series).copied()
+}
+
+/// Scrapes until `series` has `want`, or fails with the last value after 15 s.
+fn await_value(addr: &str, series: &str, want: f64) -> BTreeMap<String, f64> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (_, samples) = scrape(addr);
+        let got = value(&samples, series);
+        if got == Some(want) {
+            return samples;
+        }
+        assert!(Instant::now() < deadline, "{series} is {got:?}, want {want}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn consumer_config(broker: &BrokerProcess) -> ConsumerConfig {
+    let mut c = ConsumerConfig::new(&broker.addr().to_string());
+    for (k, v) in [
+        ("group.id", GROUP),
+        ("auto.offset.reset", "earliest"),
+        ("enable.auto.commit", "false"),
+        ("fetch.max.wait.ms", "100"),
+        ("heartbeat.interval.ms", "300"),
+    ] {
+        c.set(k, v).expect(k);
+    }
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_and_group_consume_show_in_metrics_and_lag_falls_to_zero_with_commits() {
+    let (broker, metrics) = broker();
+    let before = tokio::task::block_in_place(|| scrape(&metrics).1);
+    let bytes_in = format!("kafka_server_brokertopicmetrics_bytesin_total{{topic=\"{TOPIC}\"}}");
+    assert_eq!(value(&before, &bytes_in), None, "no counters for a topic that does not exist");
+
+    let producer = Producer::new(ProducerConfig::new(&broker.addr().to_string())).await.expect("producer");
+    let mut acks = Vec::new();
+    for i in 0..RECORDS {
+        acks.push(
+            producer.send(ProducerRecord::new(TOPIC).value(format!("value-{i:04}"))).await.expect("send"),
+        );
+    }
+    for a in acks {
+        let m = a.await.expect("delivered");
+        assert_eq!(m.partition, 0, "one partition");
+    }
+    producer.close().await.expect("close producer");
+
+    let after = tokio::task::block_in_place(|| {
+        await_value(
+            &metrics,
+            &format!("kafka_server_brokertopicmetrics_messagesin_total{{topic=\"{TOPIC}\"}}"),
+            RECORDS as f64,
+        )
+    });
+    let grown = value(&after, &bytes_in).expect("bytes in of the topic");
+    assert!(grown >= (RECORDS * 10) as f64, "bytes in grew by at least the values: {grown}");
+    let all = value(&after, "kafka_server_brokertopicmetrics_bytesin_total").expect("broker-wide bytes in");
+    assert!(all >= grown, "broker-wide bytes in covers every topic");
+    let partition = format!("{{topic=\"{TOPIC}\",partition=\"0\"}}");
+    assert_eq!(value(&after, &format!("kafka_log_log_logendoffset{partition}")), Some(RECORDS as f64));
+    assert_eq!(value(&after, &format!("kafka_log_log_logstartoffset{partition}")), Some(0.0));
+    assert!(value(&after, &format!("kafka_log_log_size{partition}")).unwrap_or(0.0) >= grown);
+    assert_eq!(value(&after, &format!("kafka_log_log_numlogsegments{partition}")), Some(1.0));
+    assert!(
+        value(&after, "kafka_network_requestmetrics_totaltimems_count{request=\"Produce\"}").unwrap_or(0.0)
+            >= 1.0,
+        "produce latency recorded"
+    );
+
+    // A group member reads everything, commits half way, then all of it.
+    let mut consumer = Consumer::new(consumer_config(&broker)).await.expect("consumer");
+    consumer.subscribe(&[TOPIC], Box::new(NoopListener)).expect("subscribe");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut read = 0;
+    while read < RECORDS {
+        assert!(Instant::now() < deadline, "read {read} of {RECORDS}");
+        read += consumer.poll(Duration::from_millis(200)).await.expect("poll").len();
+    }
+    let tp = TopicPartition::new(TOPIC, 0);
+    let half = (RECORDS / 2) as i64;
+    consumer
+        .commit_sync(Some(BTreeMap::from([(tp.clone(), OffsetAndMetadata::new(half))])))
+        .await
+        .expect("commit");
+    let lag =
+        format!("kafka_consumergroup_lag{{consumergroup=\"{GROUP}\",topic=\"{TOPIC}\",partition=\"0\"}}");
+    let mid = tokio::task::block_in_place(|| await_value(&metrics, &lag, (RECORDS as i64 - half) as f64));
+    assert_eq!(
+        value(&mid, &format!("kafka_consumergroup_current_offset{{consumergroup=\"{GROUP}\",topic=\"{TOPIC}\",partition=\"0\"}}")),
+        Some(half as f64)
+    );
+    assert!(
+        value(&mid, "kafka_coordinator_group_groupmetadatamanager_numgroupsstable").unwrap_or(0.0) >= 1.0
+    );
+    consumer.commit_sync(None).await.expect("commit positions");
+    let done = tokio::task::block_in_place(|| await_value(&metrics, &lag, 0.0));
+    let out = format!("kafka_server_brokertopicmetrics_bytesout_total{{topic=\"{TOPIC}\"}}");
+    assert!(value(&done, &out).unwrap_or(0.0) >= grown, "the records went out to the consumer");
+    assert!(value(&done, "kafka_server_socket_server_metrics_connections").unwrap_or(0.0) >= 1.0);
+    consumer.close().await.expect("close consumer");
+
+    let (body, _) = tokio::task::block_in_place(|| scrape(&metrics));
+    promtool_check(&body);
+    let (status, _) = tokio::task::block_in_place(|| http_get(&metrics, "/nope"));
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+}
+
+/// `promtool check metrics` on the exposition (lint and parse).
+fn promtool_check(exposition: &str) {
+    use std::process::{Command, Stdio};
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("promtool not available ({e}); skipping its check (scripts/test.sh installs it)");
+            return;
+        }
+        Err(e) => panic!("promtool is required under CI (scripts/test.sh installs prometheus): {e}"),
+    };
+    child.stdin.take().expect("stdin").write_all(exposition.as_bytes()).expect("feed promtool");
+    let out = child.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
