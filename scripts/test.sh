@@ -4,7 +4,7 @@
 # aiokafka, kafkajs, kcat).
 #
 # Installs what the tests need first, idempotently (fast when already there):
-#   - kcat (Debian package), and node/npm or python3-venv if missing;
+#   - kcat and prometheus (promtool) (Debian packages), and node/npm or python3-venv if missing;
 #   - a Python venv at .venv with tests/interop/requirements.txt;
 #   - tests/interop/js/node_modules via `npm ci` (package-lock.json is committed).
 #
@@ -37,6 +37,12 @@ install_deps() {
     if ! command -v kcat >/dev/null 2>&1; then
         log "installing kcat (apt)"
         apt_install kcat || return 1
+    fi
+    # promtool checks the /metrics exposition (tests/tests/metrics.rs); the prometheus server
+    # scrapes a broker in tests/interop/test_metrics.py.
+    if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+        log "installing prometheus and promtool (apt)"
+        apt_install prometheus || return 1
     fi
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         log "installing nodejs and npm (apt)"

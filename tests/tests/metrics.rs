@@ -3,6 +3,8 @@
 //! log gauges show the partition's end offset, the group's lag follows its commits down
 //! to 0, and the exposition passes `promtool check metrics` (Debian's `prometheus`
 //! package; required under CI, skipped with a note elsewhere if it is not installed).
+//! Also the log settings: `log.format=json` writes one JSON object per line, and plain
+//! text to a file carries no colour codes.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -195,4 +197,24 @@ fn promtool_check(exposition: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn log_format_json_writes_one_json_object_per_line_and_text_has_no_colour_codes() {
+    let mut json = BrokerProcess::start(&["log.format=json"]).expect("broker");
+    json.stop().expect("clean stop");
+    let log = json.log_contents();
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 3, "a start and a stop are logged:\n{log}");
+    for line in &lines {
+        assert!(line.starts_with('{') && line.ends_with('}'), "not a JSON object: {line}");
+        assert!(line.contains("\"level\":\"") && line.contains("\"timestamp\":\""), "{line}");
+    }
+    assert!(log.contains("\"message\":\"shut down cleanly\""), "{log}");
+
+    let mut text = BrokerProcess::start(&[]).expect("broker");
+    text.stop().expect("clean stop");
+    let log = text.log_contents();
+    assert!(log.contains("shut down cleanly"), "{log}");
+    assert!(!log.contains('\u{1b}'), "no ANSI escapes in a log file:\n{log}");
 }

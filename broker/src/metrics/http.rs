@@ -77,7 +77,7 @@ async fn answer(
     };
     let (status, content_type, body) = match parse_request_line(&head) {
         Some(("GET", "/metrics")) => {
-            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(broker, quorum).await)
+            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", super::render(broker, quorum).await)
         }
         Some(("GET", _)) => ("404 Not Found", "text/plain", "not found; try /metrics\n".to_string()),
         Some(_) => ("405 Method Not Allowed", "text/plain", "only GET is served\n".to_string()),
@@ -90,10 +90,6 @@ async fn answer(
     stream.write_all(header.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
     stream.shutdown().await
-}
-
-async fn render(broker: &Arc<Broker>, quorum: Option<&Arc<MetadataQuorum>>) -> String {
-    super::render(broker, quorum).await
 }
 
 /// Reads until the blank line ending the request head (or the size limit).

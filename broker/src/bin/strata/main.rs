@@ -105,7 +105,7 @@ fn init_logging(default_filter: &str, json: bool) {
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json {
-        builder.json().with_current_span(true).with_span_list(false).init();
+        builder.json().flatten_event(true).with_current_span(true).with_span_list(false).init();
         return;
     }
     builder
