@@ -1,13 +1,17 @@
 """The broker's /metrics endpoint scraped by a real Prometheus server (Debian's `prometheus`,
 started here on loopback with a scrape config pointing at the broker): after a produce with
 confluent-kafka and a group consume, PromQL through Prometheus' HTTP API shows the topic's
-bytes in and the group's lag following its commits down to 0.
+bytes in and the group's lag following its commits down to 0. On a 3-node cluster, the
+leader's replication metrics: a killed follower makes the partition under-replicated and
+counts an ISR shrink; its return clears it and counts an expand; the quorum state shows one
+active controller.
 
 Burrow is not packaged in Debian, so its cross-check of the lag is not done here."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -18,7 +22,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from broker import free_port
-from util import unique_topic
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from util import unique_topic, wait_until
 
 DEADLINE_S = 30.0
 
@@ -116,3 +122,60 @@ def test_prometheus_scrapes_bytes_in_and_group_lag_to_zero(broker_factory, prome
                     "the group's total lag")
     finally:
         c.close()
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The samples of the broker's exposition, `name{labels}` -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            assert re.fullmatch(r"[a-z_]+(\{.*\})?", series), line
+            out[series] = float(value)
+    return out
+
+
+def test_cluster_metrics_show_under_replication_and_isr_changes(cluster_factory):
+    c = cluster_factory(start=False)
+    ports = [free_port() for _ in c.nodes]
+    for n, port in zip(c.nodes, ports):
+        n.overrides["metrics.listener"] = f"http://127.0.0.1:{port}"
+    c.start()
+    topic = unique_topic("urp")
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(timeout=15)
+    c.wait_isr(topic, 0, {0, 1, 2})
+    leader = c.partition(topic, 0).leader
+    follower = next(i for i in range(3) if i != leader)
+
+    def samples(i):
+        return scrape(ports[i])
+
+    active = wait_until(
+        lambda: [i for i in range(3)
+                 if samples(i).get("kafka_controller_kafkacontroller_activecontrollercount") == 1.0] or None,
+        30, "one active controller")
+    assert len(active) == 1, active
+    states = [samples(i) for i in range(3)]
+    assert sum(s.get('kafka_server_raft_metrics_current_state{state="leader"}', 0) for s in states) == 1
+    assert {s["kafka_server_raft_metrics_current_leader"] for s in states} == {float(active[0])}
+    before = samples(leader)
+    assert before["kafka_server_replicamanager_underreplicatedpartitions"] == 0
+    shrinks = before["kafka_server_replicamanager_isrshrinks_total"]
+
+    c.kill(follower)
+    c.wait_isr(topic, 0, {0, 1, 2} - {follower})
+    wait_until(lambda: samples(leader)["kafka_server_replicamanager_underreplicatedpartitions"] >= 1 or None,
+               30, "the leader reports the partition under-replicated")
+    assert samples(leader)["kafka_server_replicamanager_isrshrinks_total"] >= shrinks + 1
+
+    expands = samples(leader)["kafka_server_replicamanager_isrexpands_total"]
+    c.start_node(follower)
+    c.wait_isr(topic, 0, {0, 1, 2})
+    wait_until(lambda: samples(leader)["kafka_server_replicamanager_underreplicatedpartitions"] == 0 or None,
+               30, "under-replication cleared")
+    assert samples(leader)["kafka_server_replicamanager_isrexpands_total"] >= expands + 1
