@@ -76,14 +76,14 @@ pub async fn serve(
             loop {
                 match frames.next_frame() {
                     Ok(Some(frame)) => {
-                        let Some(work) = decode(frame) else { break 'conn };
+                        let Some(work) = decode(frame, peer) else { break 'conn };
                         if !handle(&broker, work, &responses, &ctx).await {
                             break 'conn;
                         }
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        tracing::info!(error = %e, "closing connection: bad frame");
+                        tracing::info!(%peer, error = %e, "closing connection: bad frame");
                         break 'conn;
                     }
                 }
@@ -112,13 +112,14 @@ pub async fn serve(
 }
 
 /// Decodes one frame; `None` means the connection must close.
-fn decode(frame: bytes::Bytes) -> Option<Work> {
+fn decode(frame: bytes::Bytes, peer: SocketAddr) -> Option<Work> {
     match decode_request(frame) {
         Ok(r) => Some(Work::Request(r)),
         Err(RequestError::UnsupportedVersion(header)) => match handlers::unsupported_version(&header) {
             Some(chunks) => Some(Work::Respond(chunks)),
             None => {
                 tracing::info!(
+                    %peer,
                     api_key = header.api_key,
                     api_version = header.api_version,
                     "closing connection: unsupported version"
@@ -127,7 +128,7 @@ fn decode(frame: bytes::Bytes) -> Option<Work> {
             }
         },
         Err(e) => {
-            tracing::info!(error = %e, "closing connection: malformed request");
+            tracing::info!(%peer, error = %e, "closing connection: malformed request");
             None
         }
     }

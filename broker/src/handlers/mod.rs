@@ -119,14 +119,14 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
     let Request { header, api, body } = request;
     let version = header.api_version;
     let Some(range) = served(api) else {
-        tracing::info!(api = api.name(), "closing connection: API not served");
+        tracing::info!(peer = %ctx.peer, api = api.name(), "closing connection: API not served");
         return Outcome::Close;
     };
     if version < range.min || version > range.max {
         return match unsupported_version(&header) {
             Some(chunks) => Outcome::Respond(chunks),
             None => {
-                tracing::info!(api = api.name(), version, "closing connection: version not served");
+                tracing::info!(peer = %ctx.peer, api = api.name(), version, "closing connection: version not served");
                 Outcome::Close
             }
         };
@@ -187,7 +187,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
             None => return Outcome::Close,
         },
         other => {
-            tracing::info!(api = other.api_key().name(), "closing connection: API not served");
+            tracing::info!(peer = %ctx.peer, api = other.api_key().name(), "closing connection: API not served");
             return Outcome::Close;
         }
     };
