@@ -79,11 +79,16 @@ fn run(broker: Weak<Broker>, config: CleanerConfig, backoff: Duration, stop: Arc
 fn clean_filthiest(broker: &Broker, cleaner: &mut Cleaner) -> bool {
     let now = now_ms();
     let mut best: Option<(f64, Arc<crate::replica::Partition>)> = None;
+    let mut dirtiest = 0.0f64;
     for p in broker.replicas.all() {
         if !p.log.config().cleanup_policy_compact {
             continue;
         }
-        match Cleaner::inspect(&p.log, now, p.last_stable_offset()) {
+        let inspected = Cleaner::inspect(&p.log, now, p.last_stable_offset());
+        if let Ok(info) = &inspected {
+            dirtiest = dirtiest.max(info.dirty_ratio);
+        }
+        match inspected {
             Ok(info) if info.should_clean => {
                 if best.as_ref().is_none_or(|(ratio, _)| info.dirty_ratio > *ratio) {
                     best = Some((info.dirty_ratio, p));
@@ -97,10 +102,12 @@ fn clean_filthiest(broker: &Broker, cleaner: &mut Cleaner) -> bool {
             }
         }
     }
+    broker.metrics.cleaner.set_max_dirty_ratio(dirtiest);
     let Some((_, p)) = best else { return false };
     match cleaner.clean(&p.log, now, p.last_stable_offset()) {
         Ok(stats) => {
             if stats.outcome == CleanOutcome::Cleaned {
+                broker.metrics.cleaner.cleaned(stats.bytes_read, stats.bytes_written);
                 tracing::info!(topic = %p.topic, partition = p.index, end_offset = stats.end_offset, "log cleaned");
                 return true;
             }

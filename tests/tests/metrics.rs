@@ -218,3 +218,41 @@ fn log_format_json_writes_one_json_object_per_line_and_text_has_no_colour_codes(
     assert!(log.contains("shut down cleanly"), "{log}");
     assert!(!log.contains('\u{1b}'), "no ANSI escapes in a log file:\n{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_cleaner_runs_and_bytes_show_in_metrics() {
+    let port = free_port().expect("port");
+    let listener = format!("metrics.listener=http://127.0.0.1:{port}");
+    let broker = BrokerProcess::start(&[
+        &listener,
+        "log.cleanup.policy=compact",
+        "log.segment.bytes=1024",
+        "log.cleaner.backoff.ms=50",
+        "log.cleaner.min.cleanable.ratio=0.01",
+    ])
+    .expect("broker");
+    let metrics = format!("127.0.0.1:{port}");
+    let mut config = ProducerConfig::new(&broker.addr().to_string());
+    config.set("linger.ms", "0").expect("linger");
+    let producer = Producer::new(config).await.expect("producer");
+    // Every record its own request, so segments roll under the same few keys.
+    for i in 0..200 {
+        let record = ProducerRecord::new("compacted").key(format!("k{}", i % 4)).value(format!("v{i:06}"));
+        producer.send(record).await.expect("send").await.expect("delivered");
+    }
+    producer.close().await.expect("close");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, s) = tokio::task::block_in_place(|| scrape(&metrics));
+        let runs = value(&s, "kafka_log_logcleaner_cleaner_runs_total").unwrap_or(0.0);
+        let bytes = value(&s, "kafka_log_logcleaner_cleaned_bytes_total").unwrap_or(0.0);
+        let recopy = value(&s, "kafka_log_logcleaner_cleaner_recopy_percent").unwrap_or(0.0);
+        if runs >= 1.0 {
+            assert!(bytes > 0.0, "a cleaning read segments");
+            assert!(recopy > 0.0 && recopy < 100.0, "duplicate keys were dropped: {recopy}%");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cleaner never ran");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

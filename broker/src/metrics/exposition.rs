@@ -51,6 +51,7 @@ impl Collector for Scrape {
         self.replicas(&mut enc)?;
         self.groups(&mut enc)?;
         self.controller(&mut enc)?;
+        self.cleaner(&mut enc)?;
         Ok(())
     }
 }
@@ -288,6 +289,23 @@ impl Scrape {
         gauges(enc, "kafka_consumergroup_current_offset", h, current)?;
         let h = "High watermark minus the group's committed offset, for partitions led here.";
         gauges(enc, "kafka_consumergroup_lag", h, lag)
+    }
+
+    /// The log cleaner (`kafka.log:type=LogCleaner`; runs and bytes are Strata's own).
+    fn cleaner(&self, enc: &mut DescriptorEncoder) -> Result<(), FmtError> {
+        let c = &self.metrics().cleaner;
+        let h = "Cleanings of compacted logs that rewrote segments.";
+        counter(enc, "kafka_log_logcleaner_cleaner_runs", h, c.runs.load(Ordering::Relaxed))?;
+        let h = "Bytes of segments rewritten by the log cleaner.";
+        counter(enc, "kafka_log_logcleaner_cleaned_bytes", h, c.bytes_cleaned.load(Ordering::Relaxed))?;
+        let h = "Dirty ratio of the dirtiest compacted log at the cleaner's last pass, in percent.";
+        let mut m =
+            enc.encode_descriptor("kafka_log_logcleaner_max_dirty_percent", h, None, MetricType::Gauge)?;
+        m.encode_gauge(&c.max_dirty_percent())?;
+        let h = "Bytes written over bytes read by the last cleaning, in percent.";
+        let mut m =
+            enc.encode_descriptor("kafka_log_logcleaner_cleaner_recopy_percent", h, None, MetricType::Gauge)?;
+        m.encode_gauge(&c.recopy_percent())
     }
 
     /// The controller quorum as KRaft's `raft-metrics` report it.

@@ -93,8 +93,46 @@ impl TopicMetrics {
 pub struct BrokerMetrics {
     topics: DashMap<Arc<str>, Arc<TopicMetrics>>,
     requests: Vec<RequestMetrics>,
-    /// Open client connections, by listener kind (`connection-count`).
+    /// Open connections on every listener (`connection-count`).
     pub connections: AtomicI64,
+    /// The log cleaner's work (`kafka.log:type=LogCleaner`).
+    pub cleaner: CleanerMetrics,
+}
+
+/// What the log cleaner thread did, written by it alone.
+#[derive(Debug, Default)]
+pub struct CleanerMetrics {
+    /// Cleanings that rewrote segments.
+    pub runs: AtomicU64,
+    /// Bytes of the segments those cleanings rewrote.
+    pub bytes_cleaned: AtomicU64,
+    /// Dirty ratio of the dirtiest compacted log at the last pass, in percent (`f64` bits).
+    max_dirty_percent: AtomicU64,
+    /// Bytes written over bytes read by the last cleaning, in percent (`f64` bits).
+    recopy_percent: AtomicU64,
+}
+
+impl CleanerMetrics {
+    /// Records the dirtiest ratio (0..1) seen by a pass over the compacted logs.
+    pub fn set_max_dirty_ratio(&self, ratio: f64) {
+        self.max_dirty_percent.store((ratio * 100.0).to_bits(), Ordering::Relaxed);
+    }
+
+    /// Records one cleaning that read `read` bytes of segments and wrote `written`.
+    pub fn cleaned(&self, read: u64, written: u64) {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        self.bytes_cleaned.fetch_add(read, Ordering::Relaxed);
+        let recopy = if read == 0 { 0.0 } else { written as f64 * 100.0 / read as f64 };
+        self.recopy_percent.store(recopy.to_bits(), Ordering::Relaxed);
+    }
+
+    fn max_dirty_percent(&self) -> f64 {
+        f64::from_bits(self.max_dirty_percent.load(Ordering::Relaxed))
+    }
+
+    fn recopy_percent(&self) -> f64 {
+        f64::from_bits(self.recopy_percent.load(Ordering::Relaxed))
+    }
 }
 
 /// Per-API request counters and latency (`kafka.network:type=RequestMetrics`).
@@ -110,6 +148,7 @@ impl Default for BrokerMetrics {
             topics: DashMap::new(),
             requests: (0..MAX_API_KEY).map(|_| RequestMetrics::default()).collect(),
             connections: AtomicI64::new(0),
+            cleaner: CleanerMetrics::default(),
         }
     }
 }
