@@ -4,7 +4,7 @@ confluent-kafka and a group consume, PromQL through Prometheus' HTTP API shows t
 bytes in and the group's lag following its commits down to 0. On a 3-node cluster, the
 leader's replication metrics: a killed follower makes the partition under-replicated and
 counts an ISR shrink; its return clears it and counts an expand; the quorum state shows one
-active controller.
+active controller; the leader's death makes the active controller count a leader election.
 
 Burrow is not packaged in Debian, so its cross-check of the lag is not done here."""
 
@@ -179,3 +179,15 @@ def test_cluster_metrics_show_under_replication_and_isr_changes(cluster_factory)
     wait_until(lambda: samples(leader)["kafka_server_replicamanager_underreplicatedpartitions"] == 0 or None,
                30, "under-replication cleared")
     assert samples(leader)["kafka_server_replicamanager_isrexpands_total"] >= expands + 1
+
+    # The leader's death elects another; the active controller counts the election.
+    def elections_on_active():
+        for i in (i for i in range(3) if i != leader):
+            s = samples(i)
+            if s.get("kafka_controller_kafkacontroller_activecontrollercount") == 1.0:
+                return s.get("kafka_controller_controllerstats_leaderelections_total")
+        return None
+
+    c.kill(leader)
+    wait_until(lambda: c.partition(topic, 0).leader not in (-1, leader) or None, 30, "a new leader")
+    wait_until(lambda: (elections_on_active() or 0) >= 1 or None, 30, "the active controller counts the election")

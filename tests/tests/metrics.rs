@@ -159,6 +159,10 @@ async fn produce_and_group_consume_show_in_metrics_and_lag_falls_to_zero_with_co
     assert!(
         value(&mid, "kafka_coordinator_group_groupmetadatamanager_numgroupsstable").unwrap_or(0.0) >= 1.0
     );
+    assert!(
+        value(&mid, "kafka_server_group_coordinator_metrics_group_rebalance_total").unwrap_or(0.0) >= 1.0,
+        "the member's join started a rebalance"
+    );
     consumer.commit_sync(None).await.expect("commit positions");
     let done = tokio::task::block_in_place(|| await_value(&metrics, &lag, 0.0));
     let out = format!("kafka_server_brokertopicmetrics_bytesout_total{{topic=\"{TOPIC}\"}}");
@@ -255,4 +259,36 @@ async fn log_cleaner_runs_and_bytes_show_in_metrics() {
         assert!(Instant::now() < deadline, "the cleaner never ran");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_and_timed_out_transactions_show_in_metrics() {
+    let port = free_port().expect("port");
+    let listener = format!("metrics.listener=http://127.0.0.1:{port}");
+    let broker =
+        BrokerProcess::start(&[&listener, "transaction.abort.timed.out.transaction.cleanup.interval.ms=100"])
+            .expect("broker");
+    let metrics = format!("127.0.0.1:{port}");
+    let ongoing = "kafka_coordinator_transaction_transactionstatemanager_numtransactions{state=\"Ongoing\"}";
+    let aborts = "kafka_coordinator_transaction_transactioncoordinator_timedoutaborts_total";
+    let mut config = ProducerConfig::new(&broker.addr().to_string());
+    for (k, v) in
+        [("transactional.id", "metered-txn"), ("transaction.timeout.ms", "1000"), ("linger.ms", "0")]
+    {
+        config.set(k, v).expect(k);
+    }
+    let producer = Producer::new(config).await.expect("producer");
+    producer.init_transactions().await.expect("init");
+    let s = tokio::task::block_in_place(|| await_value(&metrics, ongoing, 0.0));
+    assert_eq!(value(&s, aborts), Some(0.0), "no transaction timed out yet");
+    let empty = "kafka_coordinator_transaction_transactionstatemanager_numtransactions{state=\"Empty\"}";
+    assert_eq!(value(&s, empty), Some(1.0), "the id is known and has no transaction");
+    producer.begin_transaction().expect("begin");
+    let delivery = producer.send(ProducerRecord::new("txn-metered").value("v")).await.expect("send");
+    delivery.await.expect("delivered");
+    tokio::task::block_in_place(|| await_value(&metrics, ongoing, 1.0));
+    // Left open, the transaction outlives its 1 s timeout and the coordinator aborts it.
+    let s = tokio::task::block_in_place(|| await_value(&metrics, aborts, 1.0));
+    assert_eq!(value(&s, ongoing), Some(0.0), "{s:?}");
+    drop(producer);
 }

@@ -32,6 +32,8 @@ pub struct GroupCoordinator {
     pub(super) open_txns: HashMap<(i32, i64), BTreeSet<String>>,
     /// The next [`CommittedOffset::log_position`].
     next_log_position: u64,
+    /// Rebalances started since this coordinator was created (for metrics).
+    pub(super) rebalances: u64,
     next_append_id: u64,
     next_incarnation: u64,
     next_op_id: u64,
@@ -170,6 +172,7 @@ impl GroupCoordinator {
             next_append_id: 0,
             next_incarnation: 0,
             next_op_id: 0,
+            rebalances: 0,
             uuid_source,
         }
     }

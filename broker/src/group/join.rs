@@ -421,6 +421,7 @@ impl GroupCoordinator {
             );
         }
         group.transition_to(GroupState::PreparingRebalance, now_ms);
+        self.rebalances += 1;
         tracing::info!(
             group_id = %group.group_id,
             generation = group.generation_id,

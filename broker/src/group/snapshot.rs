@@ -11,6 +11,8 @@ pub struct GroupsSnapshot {
     pub by_state: [u64; 5],
     /// (group, topic, partition, committed offset) of every committed offset.
     pub committed: Vec<(String, String, i32, i64)>,
+    /// Rebalances the coordinator started since the broker started.
+    pub rebalances: u64,
 }
 
 impl GroupsSnapshot {
@@ -29,7 +31,7 @@ impl GroupCoordinator {
     /// offsets (transactional offsets not yet committed are left out, as OffsetFetch
     /// leaves them out).
     pub fn snapshot(&self) -> GroupsSnapshot {
-        let mut s = GroupsSnapshot::default();
+        let mut s = GroupsSnapshot { rebalances: self.rebalances, ..Default::default() };
         for g in self.groups.values() {
             if let Some(i) = GroupsSnapshot::STATES.iter().position(|st| *st == g.state) {
                 s.by_state[i] += 1;

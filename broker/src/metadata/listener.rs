@@ -34,6 +34,7 @@ pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
             let next = image.clone();
             let broker2 = b.clone();
             let changes = tokio::task::spawn_blocking(move || {
+                broker2.metrics.metadata_applied(previous.as_deref(), &next);
                 crate::replica::apply_image(
                     &broker2.replicas,
                     previous.as_deref(),

@@ -6,6 +6,7 @@ use super::{BrokerMetrics, TopicMetrics};
 use crate::broker::Broker;
 use crate::controller::raft::{MetadataQuorum, QuorumRole};
 use crate::group::GroupsSnapshot;
+use crate::txn::{TxnCoordinatorSnapshot, TxnState};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -25,7 +26,11 @@ pub async fn render(broker: &Arc<Broker>, quorum: Option<&Arc<MetadataQuorum>>) 
         Some(g) => tokio::time::timeout(GROUPS_TIMEOUT, g.snapshot()).await.ok().flatten(),
         None => None,
     };
-    let scrape = Scrape { broker: broker.clone(), quorum: quorum.cloned(), groups };
+    let transactions = match broker.transactions_if_started() {
+        Some(t) => tokio::time::timeout(GROUPS_TIMEOUT, t.snapshot()).await.ok().flatten(),
+        None => None,
+    };
+    let scrape = Scrape { broker: broker.clone(), quorum: quorum.cloned(), groups, transactions };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(scrape));
     let mut out = String::with_capacity(16 * 1024);
@@ -41,6 +46,7 @@ struct Scrape {
     broker: Arc<Broker>,
     quorum: Option<Arc<MetadataQuorum>>,
     groups: Option<GroupsSnapshot>,
+    transactions: Option<TxnCoordinatorSnapshot>,
 }
 
 impl Collector for Scrape {
@@ -50,6 +56,7 @@ impl Collector for Scrape {
         self.logs(&mut enc)?;
         self.replicas(&mut enc)?;
         self.groups(&mut enc)?;
+        self.transactions(&mut enc)?;
         self.controller(&mut enc)?;
         self.cleaner(&mut enc)?;
         Ok(())
@@ -241,6 +248,9 @@ impl Scrape {
         let h = "Partitions led here whose ISR is below min.insync.replicas.";
         gauge(enc, "kafka_server_replicamanager_underminisrpartitioncount", h, under_min_isr)?;
         if self.is_active_controller() {
+            let h = "Leader elections in the cluster's metadata (reported by the active controller).";
+            let elections = self.metrics().leader_elections.load(Ordering::Relaxed);
+            counter(enc, "kafka_controller_controllerstats_leaderelections", h, elections)?;
             let h = "Partitions without a leader (reported by the active controller).";
             gauge(enc, "kafka_controller_kafkacontroller_offlinepartitionscount", h, offline)?;
         }
@@ -271,6 +281,8 @@ impl Scrape {
             );
             gauge(enc, &name, "Groups coordinated here in this state.", n as i64)?;
         }
+        let h = "Rebalances started by this coordinator since the broker started.";
+        counter(enc, "kafka_server_group_coordinator_metrics_group_rebalance", h, groups.rebalances)?;
         let mut lag = Vec::new();
         let mut current = Vec::new();
         for (group, topic, partition, committed) in &groups.committed {
@@ -289,6 +301,27 @@ impl Scrape {
         gauges(enc, "kafka_consumergroup_current_offset", h, current)?;
         let h = "High watermark minus the group's committed offset, for partitions led here.";
         gauges(enc, "kafka_consumergroup_lag", h, lag)
+    }
+
+    /// Transactional ids by state and timed-out aborts of the transaction coordinator
+    /// (Strata's own names: Kafka reports neither as an MBean).
+    fn transactions(&self, enc: &mut DescriptorEncoder) -> Result<(), FmtError> {
+        let Some(t) = &self.transactions else { return Ok(()) };
+        let samples: Vec<_> = TxnState::ALL
+            .iter()
+            .zip(t.by_state)
+            .filter(|(st, _)| !matches!(st, TxnState::Dead | TxnState::PrepareEpochFence))
+            .map(|(st, n)| ([("state", st.name())], n as i64))
+            .collect();
+        let h = "Transactional ids of the __transaction_state partitions coordinated here, by state.";
+        gauges(enc, "kafka_coordinator_transaction_transactionstatemanager_numtransactions", h, samples)?;
+        let h = "Transactions the coordinator aborted because they outlived transaction.timeout.ms.";
+        counter(
+            enc,
+            "kafka_coordinator_transaction_transactioncoordinator_timedoutaborts",
+            h,
+            t.timed_out_aborts,
+        )
     }
 
     /// The log cleaner (`kafka.log:type=LogCleaner`; runs and bytes are Strata's own).

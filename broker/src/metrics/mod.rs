@@ -18,6 +18,8 @@ pub mod http;
 pub use exposition::render;
 pub use histogram::LatencyHistogram;
 
+use crate::controller::election::NO_LEADER;
+use crate::metadata::MetadataImage;
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -97,6 +99,9 @@ pub struct BrokerMetrics {
     pub connections: AtomicI64,
     /// The log cleaner's work (`kafka.log:type=LogCleaner`).
     pub cleaner: CleanerMetrics,
+    /// Leader elections seen in the metadata this broker applied (cluster-wide; see
+    /// [`BrokerMetrics::metadata_applied`]).
+    pub leader_elections: AtomicU64,
 }
 
 /// What the log cleaner thread did, written by it alone.
@@ -149,6 +154,7 @@ impl Default for BrokerMetrics {
             requests: (0..MAX_API_KEY).map(|_| RequestMetrics::default()).collect(),
             connections: AtomicI64::new(0),
             cleaner: CleanerMetrics::default(),
+            leader_elections: AtomicU64::new(0),
         }
     }
 }
@@ -169,6 +175,27 @@ impl BrokerMetrics {
         if let Some(r) = self.requests.get(api as usize) {
             r.requests.fetch_add(1, Ordering::Relaxed);
             r.total_time.observe(elapsed);
+        }
+    }
+
+    /// The broker applied `next` after `previous`: every partition that got a live leader
+    /// in a newer leader epoch counts as one election (Kafka's
+    /// `ControllerStats,name=LeaderElectionRateAndTimeMs` count). Images the broker skipped
+    /// between two applies can hide an election of the same partition, so this is a
+    /// lower bound; every broker counts the same cluster-wide elections.
+    pub fn metadata_applied(&self, previous: Option<&MetadataImage>, next: &MetadataImage) {
+        let Some(previous) = previous else { return };
+        let mut elections = 0;
+        for (name, topic) in &next.topics {
+            let Some(before) = previous.topics.get(name).filter(|t| t.id == topic.id) else { continue };
+            for (p, was) in topic.partitions.iter().zip(&before.partitions) {
+                if p.leader_epoch > was.leader_epoch && p.leader != NO_LEADER {
+                    elections += 1;
+                }
+            }
+        }
+        if elections > 0 {
+            self.leader_elections.fetch_add(elections, Ordering::Relaxed);
         }
     }
 

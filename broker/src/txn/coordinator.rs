@@ -50,6 +50,8 @@ pub struct TransactionCoordinator {
     pub(super) retries: BTreeMap<(i64, u64), Retry>,
     pub(super) next_abort_scan_ms: Option<i64>,
     pub(super) next_expiry_scan_ms: Option<i64>,
+    /// Transactions aborted because they outlived their timeout (for metrics).
+    pub(super) timed_out_aborts: u64,
     next_seq: u64,
 }
 
@@ -135,6 +137,7 @@ impl TransactionCoordinator {
             next_abort_scan_ms: None,
             next_expiry_scan_ms: None,
             next_seq: 0,
+            timed_out_aborts: 0,
         }
     }
 
@@ -377,5 +380,28 @@ impl TransactionCoordinator {
         let id = AppendId(self.next_seq());
         self.pending_appends.insert(id, PendingAppend { partition, load_id, kind });
         out.push(Action::Append { id, partition, records });
+    }
+}
+
+/// What a metrics scrape reads of the coordinator.
+#[derive(Debug, Clone, Default)]
+pub struct TxnCoordinatorSnapshot {
+    /// Transactional ids of the partitions served here, per state, in
+    /// [`TxnState::ALL`](super::TxnState::ALL) order.
+    pub by_state: [u64; 8],
+    /// Transactions aborted by their timeout since the broker started.
+    pub timed_out_aborts: u64,
+}
+
+impl TransactionCoordinator {
+    /// Counts the ids of the partitions this coordinator serves by state.
+    pub fn metrics_snapshot(&self) -> TxnCoordinatorSnapshot {
+        let mut s = TxnCoordinatorSnapshot { timed_out_aborts: self.timed_out_aborts, ..Default::default() };
+        for t in self.txns.values() {
+            if let Some(i) = super::TxnState::ALL.iter().position(|st| *st == t.state) {
+                s.by_state[i] += 1;
+            }
+        }
+        s
     }
 }

@@ -33,6 +33,7 @@ impl TransactionCoordinator {
         timed_out.sort();
         for id in timed_out {
             tracing::info!(transactional_id = %id, "transaction timed out");
+            self.timed_out_aborts += 1;
             self.fence_and_abort(&id, EndReply::Timeout, now_ms, out);
         }
     }

@@ -61,7 +61,7 @@ mod state;
 mod tests;
 
 pub use add::verification_error_for_client;
-pub use coordinator::{PartitionState, TransactionCoordinator};
+pub use coordinator::{PartitionState, TransactionCoordinator, TxnCoordinatorSnapshot};
 pub use records::{RecordError, TxnRecord};
 pub use state::{TxnState, TxnSummary};
 

@@ -74,6 +74,8 @@ enum Command {
     },
     /// An append of this partition may be replicated now.
     AppendProgress(i32),
+    /// A metrics scrape.
+    Snapshot(oneshot::Sender<crate::txn::TxnCoordinatorSnapshot>),
     /// The markers of a [`Action::WriteMarkers`] were written (or not), per partition.
     MarkersDone {
         id: crate::txn::MarkerId,
@@ -101,6 +103,7 @@ impl std::fmt::Debug for Command {
             Command::Verify { transactional_id, .. } => write!(f, "Verify({transactional_id})"),
             Command::Leadership { led, .. } => write!(f, "Leadership({led:?})"),
             Command::AppendProgress(p) => write!(f, "AppendProgress({p})"),
+            Command::Snapshot(_) => write!(f, "Snapshot"),
             Command::MarkersDone { id, .. } => write!(f, "MarkersDone({id:?})"),
         }
     }
@@ -187,6 +190,13 @@ impl TxnService {
             ],
         )
         .await
+    }
+
+    /// What a metrics scrape reports of the coordinator (`None` if its task is gone).
+    pub async fn snapshot(&self) -> Option<crate::txn::TxnCoordinatorSnapshot> {
+        let (reply, rx) = oneshot::channel();
+        self.internal.send(Command::Snapshot(reply)).ok()?;
+        rx.await.ok()
     }
 
     /// The `__transaction_state` partition that coordinates `transactional_id`.

@@ -59,6 +59,9 @@ impl Task {
         match command {
             Command::Leadership { led, partitions } => self.leadership(&broker, led, partitions),
             Command::AppendProgress(partition) => self.progress(&broker, partition),
+            Command::Snapshot(reply) => {
+                let _ = reply.send(self.coordinator.metrics_snapshot());
+            }
             Command::MarkersDone { id, results } => {
                 let actions = self.coordinator.markers_complete(id, &results, now_ms());
                 self.execute(actions);
