@@ -178,3 +178,39 @@ fn produce_consume_and_end_to_end_against_strata() {
 
     assert!(started.elapsed() < Duration::from_secs(30), "smoke test took {:?}", started.elapsed());
 }
+
+/// The hand-written engine and the client engine interoperate through the broker, and
+/// `--group` consumers share the partitions through the group protocol and commit
+/// what they read: a second pass of the same group finds nothing left.
+#[test]
+fn a_consumer_group_reads_what_the_wire_engine_wrote_once() {
+    let broker = Broker::start();
+    let produced = broker.perf(&[
+        "produce",
+        "--engine",
+        "wire",
+        "--topic",
+        "grouped",
+        "--partitions",
+        "4",
+        "--records",
+        "8000",
+        "--record-size",
+        "100",
+        "--key-distribution",
+        "random",
+    ]);
+    assert_eq!(produced["records"], 8000, "{produced}");
+    assert_eq!(produced["engine"], "wire", "{produced}");
+
+    let consumed = broker.perf(&["consume", "--topic", "grouped", "--group", "smoke-g", "--consumers", "3"]);
+    assert_eq!(consumed["records"], 8000, "{consumed}");
+    assert_eq!(consumed["bytes"], produced["bytes"], "{consumed}");
+    assert_eq!(consumed["engine"], "client", "{consumed}");
+
+    let again = broker.perf(&["consume", "--topic", "grouped", "--group", "smoke-g"]);
+    assert_eq!(again["records"], 0, "the group committed its offsets: {again}");
+
+    let wire = broker.perf(&["consume", "--engine", "wire", "--topic", "grouped", "--consumers", "2"]);
+    assert_eq!(wire["records"], 8000, "{wire}");
+}
