@@ -1,6 +1,8 @@
 //! CI smoke test of `strata-perf` against the real `strata` binary: produce a small
 //! workload, read it back, run a short end-to-end pass, and produce transactionally
-//! and read it back read_committed. Proves the load generator
+//! and read it back read_committed (all on the default client engine); produce with
+//! the wire engine and read it back with a consumer group, twice, and with the wire
+//! consumer. Proves the load generator
 //! and the broker agree on the wire (every record acknowledged and read back), not
 //! that either is fast.
 //!
