@@ -45,8 +45,12 @@ pub fn config(client: &ClientArgs, args: &ProduceArgs) -> strata_client::Result<
 struct Outcome {
     records: u64,
     bytes: u64,
+    /// Deliveries that failed, and the first error among them.
     failed: u64,
     first_error: Option<String>,
+    /// Why the input was not read to its end (the producer refused a record, stdin
+    /// failed) or the transaction not committed.
+    stopped: Option<String>,
 }
 
 impl Outcome {
@@ -66,14 +70,15 @@ pub async fn run(config: ProducerConfig, client: &ClientArgs, args: ProduceArgs)
     }
     let mut outcome = Outcome::default();
     if let Err(e) = send_lines(&producer, &args, tokio::io::stdin(), &mut outcome).await {
-        outcome.failed(format!("{e:#}"));
+        outcome.stopped = Some(format!("stopped after {} records: {e:#}", outcome.records));
     }
+    let ok = |o: &Outcome| o.failed == 0 && o.stopped.is_none();
     let mut committed = false;
     if transactional {
-        if outcome.failed == 0 {
+        if ok(&outcome) {
             match producer.commit_transaction().await {
                 Ok(()) => committed = true,
-                Err(e) => outcome.failed(format!("commit: {e}")),
+                Err(e) => outcome.stopped = Some(format!("committing: {e}")),
             }
         }
         if !committed {
@@ -84,7 +89,8 @@ pub async fn run(config: ProducerConfig, client: &ClientArgs, args: ProduceArgs)
     }
     producer.close().await?;
     let verb = if transactional && !committed { "aborted" } else { "produced" };
-    eprintln!("{verb} {} records ({} bytes) to {}", outcome.records, outcome.bytes, args.topic);
+    let failed = if outcome.failed > 0 { format!(", {} failed", outcome.failed) } else { String::new() };
+    eprintln!("{verb} {} records ({} bytes) to {}{failed}", outcome.records, outcome.bytes, args.topic);
     if client.format == Format::Json {
         let doc = json!({
             "topic": args.topic, "records": outcome.records, "bytes": outcome.bytes,
@@ -92,14 +98,19 @@ pub async fn run(config: ProducerConfig, client: &ClientArgs, args: ProduceArgs)
         });
         println!("{doc}");
     }
-    if outcome.failed > 0 {
-        let e = outcome.first_error.unwrap_or_default();
-        if transactional {
-            bail!("the transaction was aborted: {e}");
-        }
-        bail!("{} of {} records failed: {e}", outcome.failed, outcome.records);
+    if ok(&outcome) {
+        return Ok(());
     }
-    Ok(())
+    let why = match (outcome.stopped, outcome.first_error) {
+        (Some(stopped), _) => stopped,
+        (None, first) => {
+            format!("{} of {} records failed: {}", outcome.failed, outcome.records, first.unwrap_or_default())
+        }
+    };
+    if transactional {
+        bail!("the transaction was aborted: {why}");
+    }
+    bail!("{why}")
 }
 
 /// Sends one record per line of `input` and waits for every delivery, counting into
