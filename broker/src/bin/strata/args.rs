@@ -15,7 +15,7 @@ use std::path::PathBuf;
 #[command(
     name = "strata",
     version,
-    about = "Strata: a Kafka-compatible streaming broker, and tools to administer any Kafka cluster",
+    about = "Strata: a Kafka-compatible streaming broker, and tools to administer, produce to and consume from any Kafka cluster",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -72,6 +72,10 @@ pub enum Command {
     },
     /// Produce the lines of stdin to a topic, one record per line, and exit once every
     /// record is acknowledged (a summary goes to stderr).
+    #[command(after_help = "Examples:\n  \
+        printf 'alice:1\\nbob:2\\n' | strata produce orders --key-separator :\n  \
+        strata produce orders --acks 1 --compression zstd -X linger.ms=50 < lines.txt\n  \
+        strata produce orders --transactional-id loader-1 < batch.txt")]
     Produce {
         /// Connection and output (`-X` takes producer settings such as `linger.ms`).
         #[command(flatten)]
@@ -81,6 +85,11 @@ pub enum Command {
         args: ProduceArgs,
     },
     /// Print the records of a topic to stdout, with or without a consumer group.
+    #[command(after_help = "Examples:\n  \
+        strata consume orders --group billing --from-beginning\n  \
+        strata consume orders --offset beginning --exit-at-end --format json\n  \
+        strata consume orders --partition 2 --offset -10 -n 5 --format '%p %o %k=%s\\n'\n  \
+        strata consume orders --isolation-level read_committed -o beginning -e")]
     Consume {
         /// Connection (`-X` takes consumer settings such as `fetch.max.bytes`).
         #[command(flatten)]
