@@ -415,6 +415,32 @@ def test_transactional_produce_is_committed_at_eof_or_aborted(broker):
     assert "a3" not in {r.value for r in raw}
 
 
+def test_a_signal_aborts_an_open_produce_transaction(broker):
+    """SIGTERM while stdin is still open: the records sent so far are aborted at once, so the
+    last stable offset moves past them instead of waiting out transaction.timeout.ms."""
+    t = util.unique_topic("cli-txn-sig")
+    util.create_topic(broker.bootstrap, t, partitions=1)
+    proc = subprocess.Popen([str(strata_bin()), "produce", t, "--transactional-id", util.unique_topic("cli-tid"),
+                             "-X", "transaction.timeout.ms=300000", "-b", broker.bootstrap],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write("s1\ns2\ns3\n")
+        proc.stdin.flush()
+        wait_until(lambda: txn_util.end_offsets(broker.bootstrap, t, 1, read_committed=False) == {0: 3}, 30,
+                   "three records written")
+        assert txn_util.end_offsets(broker.bootstrap, t, 1, read_committed=True) == {0: 0}, "open transaction"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 1
+        err = proc.stderr.read()
+        assert "aborted 3 records" in err and "interrupted" in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # The abort marker follows the three records; read_committed sees nothing of them.
+    assert txn_util.end_offsets(broker.bootstrap, t, 1, read_committed=True) == {0: 4}
+    assert txn_util.read_topic(broker.bootstrap, t, 1, read_committed=True) == []
+
+
 def test_group_consumption_commits_what_it_printed(broker):
     t = util.unique_topic("cli-gc")
     group = util.unique_topic("cli-gc-g")

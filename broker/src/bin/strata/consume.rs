@@ -5,6 +5,7 @@
 //! so it still commits and leaves the group.
 
 use crate::args::{ConnectionArgs, ConsumeArgs, StartOffset};
+use crate::signals::Shutdown;
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -220,16 +221,12 @@ async fn offsets(
     Ok(out)
 }
 
-/// Sets `stop` on SIGINT or SIGTERM; the poll loop sees it within one poll.
+/// Sets `stop` on SIGINT or SIGTERM; the poll loop sees it within one poll (a poll is
+/// not cancelled: records it took would be lost to the positions).
 fn watch_signals(stop: Arc<AtomicBool>) -> Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
+    let mut shutdown = Shutdown::new()?;
     tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
+        shutdown.recv().await;
         stop.store(true, Ordering::Release);
     });
     Ok(())

@@ -10,6 +10,7 @@ mod format;
 mod group;
 mod output;
 mod produce;
+mod signals;
 mod topic;
 
 use args::{BrokerArgs, Cli, ClientArgs, Command, ConnectionArgs};

@@ -2,9 +2,11 @@
 //! `kafka-console-producer.sh`). Lines are cut out of large read buffers and keys and
 //! values are slices of them, so a record costs no copy of its bytes. The tool exits 0
 //! only once every record is acknowledged; with `--transactional-id` all of stdin is
-//! one transaction, committed at end of input and aborted if anything fails.
+//! one transaction, committed at end of input and aborted if anything fails or SIGINT /
+//! SIGTERM stops the input.
 
 use crate::args::{ClientArgs, Format, ProduceArgs};
+use crate::signals::Shutdown;
 use anyhow::{bail, Context, Result};
 use bytes::{Buf, Bytes, BytesMut};
 use serde_json::json;
@@ -69,7 +71,9 @@ pub async fn run(config: ProducerConfig, client: &ClientArgs, args: ProduceArgs)
         producer.begin_transaction()?;
     }
     let mut outcome = Outcome::default();
-    if let Err(e) = send_lines(&producer, &args, tokio::io::stdin(), &mut outcome).await {
+    let mut shutdown = Shutdown::new()?;
+    let input = tokio::io::stdin();
+    if let Err(e) = send_lines(&producer, &args, input, &mut shutdown, &mut outcome).await {
         outcome.stopped = Some(format!("stopped after {} records: {e:#}", outcome.records));
     }
     let ok = |o: &Outcome| o.failed == 0 && o.stopped.is_none();
@@ -114,12 +118,13 @@ pub async fn run(config: ProducerConfig, client: &ClientArgs, args: ProduceArgs)
 }
 
 /// Sends one record per line of `input` and waits for every delivery, counting into
-/// `outcome`. An error of `send` (the producer takes no more records) or of reading
-/// stops the input there.
+/// `outcome`. An error of `send` (the producer takes no more records) or of reading,
+/// or a signal, stops the input there.
 async fn send_lines(
     producer: &Producer,
     args: &ProduceArgs,
     mut input: impl AsyncRead + Unpin,
+    shutdown: &mut Shutdown,
     outcome: &mut Outcome,
 ) -> Result<()> {
     let separator = args.key_separator.as_deref().map(str::as_bytes);
@@ -129,7 +134,14 @@ async fn send_lines(
     let mut eof = false;
     'input: while !eof {
         lines.buf.reserve(READ_CHUNK);
-        match input.read_buf(&mut lines.buf).await {
+        let read = tokio::select! {
+            read = input.read_buf(&mut lines.buf) => read,
+            _ = shutdown.recv() => {
+                result = Err(anyhow::anyhow!("interrupted by a signal"));
+                break;
+            }
+        };
+        match read {
             Ok(n) => eof = n == 0,
             Err(e) => {
                 result = Err(anyhow::Error::new(e).context("reading stdin"));
