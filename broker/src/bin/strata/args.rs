@@ -301,7 +301,8 @@ pub struct ConsumeArgs {
     /// (as kcat's `-e`).
     #[arg(long, short = 'e')]
     pub exit_at_end: bool,
-    /// `text` (each value on its own line), `json` (one object per record and line), or
+    /// `text` (each value on its own line), `json` (one object per record and line; key,
+    /// value and header values as strings, bytes that are not UTF-8 replaced by U+FFFD), or
     /// a template as kcat's `-f`: %t topic, %p partition, %o offset, %k key, %s value,
     /// %K / %S key / value length (-1 if null), %T timestamp (ms), %h headers (k=v,...),
     /// %% a percent sign; \n \t \r \\ escapes.

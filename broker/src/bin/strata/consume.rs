@@ -98,8 +98,8 @@ async fn consume(
     ends: Option<&BTreeMap<TopicPartition, i64>>,
     stop: &AtomicBool,
 ) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // Not `stdout().lock()`: no lock is held across the polls' awaits.
+    let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut printed: u64 = 0;
     loop {
         if stop.load(Ordering::Acquire) || args.count.is_some_and(|n| printed >= n) {
