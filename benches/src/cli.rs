@@ -58,6 +58,20 @@ pub struct CommonOpts {
     /// client.id sent in every request header.
     #[arg(long, default_value = "strata-perf")]
     pub client_id: String,
+    /// What produces and consumes: the `strata-client` crate, or the hand-written wire
+    /// code kept to compare the client against.
+    #[arg(long, value_enum, default_value_t = Engine::Client)]
+    pub engine: Engine,
+}
+
+/// The code that speaks to the broker.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// `strata-client`'s Producer and Consumer, as an application would use them.
+    Client,
+    /// strata-perf's own batching and fetching on `strata-protocol` (no retries, no
+    /// group protocol): a floor of per-record cost to compare the client against.
+    Wire,
 }
 
 /// How record keys are chosen; keys decide partitions when present.
@@ -208,6 +222,11 @@ pub struct ConsumeCmd {
     /// offsets seen at start-up.
     #[arg(long, value_enum, default_value_t = StartFrom::Earliest)]
     pub from: StartFrom,
+    /// Consume as members of this consumer group (subscribe, partitions assigned by
+    /// the group protocol, offsets committed) instead of splitting partitions
+    /// statically; --consumers members join it. Client engine only.
+    #[arg(long)]
+    pub group: Option<String>,
 }
 
 /// `strata-perf end-to-end`.

@@ -61,7 +61,8 @@ pub struct StopWhen {
 }
 
 impl StopWhen {
-    fn reached(&self, meter: &Meter) -> bool {
+    /// Whether the record count or the deadline is reached.
+    pub fn reached(&self, meter: &Meter) -> bool {
         meter.records() >= self.records.load(Ordering::Relaxed)
             || self.until.is_some_and(|t| Instant::now() >= t)
     }

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::cli::{
-    CommonOpts, ConsumeCmd, ConsumerOpts, EndToEndCmd, Limit, ProduceCmd, ProducerOpts, StartFrom,
+    CommonOpts, ConsumeCmd, ConsumerOpts, EndToEndCmd, Engine, Limit, ProduceCmd, ProducerOpts, StartFrom,
 };
+use crate::client_consume::{self, ClientConsumeSettings};
+use crate::client_produce::ClientProducer;
 use crate::cluster::{self, Negotiated, TopicLayout, Versions, EARLIEST, LATEST};
 use crate::consume::{self, ConsumerSettings, StopWhen};
 use crate::json::Json;
@@ -108,8 +110,10 @@ fn consumer_settings(
     }
 }
 
-/// Connects `count` producers, then runs them from one common start until `quota`.
+/// Connects `count` producers of `engine`, then runs them from one common start until
+/// `quota`.
 async fn run_producers(
+    engine: Engine,
     settings: &ProducerSettings,
     layout: &TopicLayout,
     count: usize,
@@ -117,17 +121,27 @@ async fn run_producers(
     meter: &Arc<Meter>,
 ) -> Result<(Instant, Duration)> {
     let clock = WallClock::now();
-    let mut producers = Vec::with_capacity(count);
+    let mut wire = Vec::new();
+    let mut client = Vec::new();
     for i in 0..count {
-        producers.push(Producer::connect(i, settings.clone(), layout.clone(), meter.clone(), clock).await?);
+        match engine {
+            Engine::Wire => {
+                wire.push(Producer::connect(i, settings.clone(), layout.clone(), meter.clone(), clock).await?)
+            }
+            Engine::Client => client.push(
+                ClientProducer::connect(i, settings.clone(), &layout.topic, meter.clone(), clock).await?,
+            ),
+        }
     }
     let start = Instant::now();
     let quota = quota(start);
-    let tasks: Vec<_> = producers
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| tokio::spawn(p.begin(start).run(quota.split(count, i))))
-        .collect();
+    let mut tasks = Vec::with_capacity(count);
+    for (i, p) in wire.into_iter().enumerate() {
+        tasks.push(tokio::spawn(p.begin(start).run(quota.split(count, i))));
+    }
+    for (i, p) in client.into_iter().enumerate() {
+        tasks.push(tokio::spawn(p.begin(start).run(quota.split(count, i))));
+    }
     let mut first_error = None;
     for t in tasks {
         if let Err(e) = t.await.context("producer task panicked").and_then(|r| r) {
@@ -138,6 +152,35 @@ async fn run_producers(
         return Err(e);
     }
     Ok((start, start.elapsed()))
+}
+
+/// Runs the consumers of `engine` until `stop`.
+#[allow(clippy::too_many_arguments)]
+async fn run_consumers(
+    common: &CommonOpts,
+    opts: &ConsumerOpts,
+    settings: ConsumerSettings,
+    layout: &TopicLayout,
+    from: StartFrom,
+    group: Option<String>,
+    offsets: Vec<i64>,
+    stop: Arc<StopWhen>,
+    meter: Arc<Meter>,
+) -> Result<()> {
+    match common.engine {
+        Engine::Wire => consume::run(settings, layout.clone(), opts.consumers, offsets, stop, meter).await,
+        Engine::Client => {
+            let client = ClientConsumeSettings {
+                bootstrap: common.bootstrap.clone(),
+                client_id: common.client_id.clone(),
+                topic: layout.topic.clone(),
+                from,
+                group,
+                stamped: settings.stamped,
+            };
+            client_consume::run(client, opts, offsets, stop, meter).await
+        }
+    }
 }
 
 /// The producers' stop condition. With an offered rate, a duration means "every
@@ -184,6 +227,13 @@ fn outcome(summaries: &[&Summary], json: Json, lost: u64) -> Outcome {
     Outcome { text: text.join("\n"), json, ok: lost == 0 && summaries.iter().all(|s| s.error_records == 0) }
 }
 
+fn engine_name(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Client => "client",
+        Engine::Wire => "wire",
+    }
+}
+
 /// `strata-perf produce`.
 pub async fn produce(cmd: ProduceCmd) -> Result<Outcome> {
     let ProduceCmd { common, producer } = cmd;
@@ -201,14 +251,15 @@ pub async fn produce(cmd: ProduceCmd) -> Result<Outcome> {
     .await?;
     let meter = Arc::new(Meter::new("produce"));
     let progress = spawn_progress(vec![meter.clone()], Instant::now(), common.quiet);
-    let result =
-        run_producers(&settings, &layout, producer.producers, quota_for(limit, producer.rate), &meter).await;
+    let quota = quota_for(limit, producer.rate);
+    let result = run_producers(common.engine, &settings, &layout, producer.producers, quota, &meter).await;
     progress.abort();
     let (_, elapsed) = result?;
     let summary = meter.summary(elapsed);
     let json = summary
         .to_json()
         .with("mode", "produce")
+        .with("engine", engine_name(common.engine))
         .with("topic", common.topic.as_str())
         .with("settings", settings_json(&producer, &layout));
     Ok(outcome(&[&summary], json, 0))
@@ -216,8 +267,11 @@ pub async fn produce(cmd: ProduceCmd) -> Result<Outcome> {
 
 /// `strata-perf consume`.
 pub async fn consume(cmd: ConsumeCmd) -> Result<Outcome> {
-    let ConsumeCmd { common, consumer, from } = cmd;
+    let ConsumeCmd { common, consumer, from, group } = cmd;
     consumer.validate()?;
+    if group.is_some() && common.engine == Engine::Wire {
+        bail!("--group needs --engine client (the wire engine has no group protocol)");
+    }
     let limit = common.limit(Limit::EndOfLog)?;
     let (versions, negotiated) = discover(&common).await?;
     let layout =
@@ -252,13 +306,14 @@ pub async fn consume(cmd: ConsumeCmd) -> Result<Outcome> {
     let settings = consumer_settings(&common, &consumer, &negotiated, false);
     let progress = spawn_progress(vec![meter.clone()], start, common.quiet);
     let result =
-        consume::run(settings, layout.clone(), consumer.consumers, offsets, stop, meter.clone()).await;
+        run_consumers(&common, &consumer, settings, &layout, from, group, offsets, stop, meter.clone()).await;
     progress.abort();
     result?;
     let summary = meter.summary(start.elapsed());
     let json = summary
         .to_json()
         .with("mode", "consume")
+        .with("engine", engine_name(common.engine))
         .with("topic", common.topic.as_str())
         .with("partitions", layout.partition_count());
     let missing = match limit {
@@ -294,18 +349,18 @@ pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
     // timeout below bounds the wait once they are done.
     let stop =
         Arc::new(StopWhen { records: u64::MAX.into(), until: None, end_offsets: None, idle_timeout: None });
-    let consumers = tokio::spawn(consume::run(
-        consumer_settings(&common, &consumer, &negotiated, true),
-        layout.clone(),
-        consumer.consumers,
-        offsets,
-        stop.clone(),
-        consumed.clone(),
-    ));
+    let consumers = {
+        let (common, consumer, layout) = (common.clone(), consumer.clone(), layout.clone());
+        let settings = consumer_settings(&common, &consumer, &negotiated, true);
+        let (stop, consumed) = (stop.clone(), consumed.clone());
+        tokio::spawn(async move {
+            let from = StartFrom::Latest;
+            run_consumers(&common, &consumer, settings, &layout, from, None, offsets, stop, consumed).await
+        })
+    };
     let progress = spawn_progress(vec![produced.clone(), consumed.clone()], Instant::now(), common.quiet);
-    let result =
-        run_producers(&settings, &layout, producer.producers, quota_for(limit, producer.rate), &produced)
-            .await;
+    let quota = quota_for(limit, producer.rate);
+    let result = run_producers(common.engine, &settings, &layout, producer.producers, quota, &produced).await;
     let (start, produce_elapsed) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -327,6 +382,7 @@ pub async fn end_to_end(cmd: EndToEndCmd) -> Result<Outcome> {
     let lost = p.records.saturating_sub(c.records);
     let json = Json::object()
         .with("mode", "end-to-end")
+        .with("engine", engine_name(common.engine))
         .with("topic", common.topic.as_str())
         .with("settings", settings_json(&producer, &layout))
         .with("produce", p.to_json())

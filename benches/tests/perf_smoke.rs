@@ -1,6 +1,8 @@
 //! CI smoke test of `strata-perf` against the real `strata` binary: produce a small
 //! workload, read it back, run a short end-to-end pass, and produce transactionally
-//! and read it back read_committed. Proves the load generator
+//! and read it back read_committed (all on the default client engine); produce with
+//! the wire engine and read it back with a consumer group, twice, and with the wire
+//! consumer. Proves the load generator
 //! and the broker agree on the wire (every record acknowledged and read back), not
 //! that either is fast.
 //!
@@ -177,4 +179,40 @@ fn produce_consume_and_end_to_end_against_strata() {
     assert_eq!(committed["records"], 5000, "{committed}");
 
     assert!(started.elapsed() < Duration::from_secs(30), "smoke test took {:?}", started.elapsed());
+}
+
+/// The hand-written engine and the client engine interoperate through the broker, and
+/// `--group` consumers share the partitions through the group protocol and commit
+/// what they read: a second pass of the same group finds nothing left.
+#[test]
+fn a_consumer_group_reads_what_the_wire_engine_wrote_once() {
+    let broker = Broker::start();
+    let produced = broker.perf(&[
+        "produce",
+        "--engine",
+        "wire",
+        "--topic",
+        "grouped",
+        "--partitions",
+        "4",
+        "--records",
+        "8000",
+        "--record-size",
+        "100",
+        "--key-distribution",
+        "random",
+    ]);
+    assert_eq!(produced["records"], 8000, "{produced}");
+    assert_eq!(produced["engine"], "wire", "{produced}");
+
+    let consumed = broker.perf(&["consume", "--topic", "grouped", "--group", "smoke-g", "--consumers", "3"]);
+    assert_eq!(consumed["records"], 8000, "{consumed}");
+    assert_eq!(consumed["bytes"], produced["bytes"], "{consumed}");
+    assert_eq!(consumed["engine"], "client", "{consumed}");
+
+    let again = broker.perf(&["consume", "--topic", "grouped", "--group", "smoke-g"]);
+    assert_eq!(again["records"], 0, "the group committed its offsets: {again}");
+
+    let wire = broker.perf(&["consume", "--engine", "wire", "--topic", "grouped", "--consumers", "2"]);
+    assert_eq!(wire["records"], 8000, "{wire}");
 }

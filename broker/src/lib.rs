@@ -17,6 +17,7 @@ pub mod group_service;
 pub mod handlers;
 mod internal_topics;
 pub mod lifecycle;
+pub mod limits;
 mod log_cleaner;
 pub mod markers;
 pub mod metadata;
@@ -37,6 +38,7 @@ pub use server::RunningServer;
 
 /// Opens the data directory and starts serving `config`'s listeners.
 pub async fn start(config: BrokerConfig) -> anyhow::Result<RunningServer> {
+    limits::raise_open_files_limit();
     let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
     Ok(server::start(broker).await?)
 }

@@ -4,6 +4,7 @@
 //! `cargo run --release -p strata-client --example produce_rate -- 127.0.0.1:9092 t 1000000 100 [key=value ...]`
 
 use bytes::Bytes;
+use std::sync::Arc;
 use std::time::Instant;
 use strata_client::producer::{Producer, ProducerConfig, ProducerRecord};
 
@@ -11,7 +12,7 @@ use strata_client::producer::{Producer, ProducerConfig, ProducerRecord};
 async fn main() -> Result<(), strata_client::Error> {
     let args: Vec<String> = std::env::args().collect();
     let bootstrap = args.get(1).map_or("127.0.0.1:9092", String::as_str);
-    let topic = args.get(2).cloned().unwrap_or_else(|| "rate".to_string());
+    let topic: Arc<str> = Arc::from(args.get(2).map_or("rate", String::as_str));
     let records: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
     let size: usize = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(100);
     let mut config = ProducerConfig::new(bootstrap);

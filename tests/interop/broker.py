@@ -34,10 +34,20 @@ def strata_bin() -> Path:
     return p
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that was free a moment ago and that this process has not handed out
+    before: the kernel may give the same ephemeral port to two binds in a row once the first
+    is released, and a cluster asks for several ports before any node binds them."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 class BrokerDied(AssertionError):

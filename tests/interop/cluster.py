@@ -136,7 +136,13 @@ class Cluster:
         return ",".join(n.bootstrap for n in self.nodes if n.alive())
 
     def partition(self, topic: str, partition: int, via: int | None = None):
-        return self.metadata(via).topics[topic].partitions[partition]
+        """The partition's metadata; a topic just created may take a moment to reach the
+        broker asked (each follows the controller's log), so it is awaited."""
+        def known():
+            t = self.metadata(via).topics.get(topic)
+            return t.partitions[partition] if t is not None and partition in t.partitions else None
+
+        return wait_until(known, 30, f"{topic}-{partition} in the metadata", interval=0.1)
 
     def wait_isr(self, topic: str, partition: int, isr: set[int], timeout: float = 60.0, via: int | None = None):
         """Waits until the partition's ISR is exactly `isr`; returns its metadata."""

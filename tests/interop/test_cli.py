@@ -7,19 +7,28 @@ INVALID_CONFIG) reported and a non-zero exit status; `strata group describe` sho
 confluent-kafka consumer with its assignment, committed offsets and lag; `strata group
 reset-offsets` refuses an active group, changes nothing on a dry run and commits with
 `--execute` (as `committed()` then shows); `strata cluster info` describes the node; every
-`--format json` output parses; bad command lines exit with status 2. The broker itself is started
-by the same binary with the unchanged `strata --override k=v` command line (the fixtures).
+`--format json` output parses; bad command lines exit with status 2. `strata produce` puts keyed
+lines where confluent-kafka's murmur2_random partitioner puts the same keys, compresses with every
+codec under every acks, and with `--transactional-id` commits all of stdin at EOF or aborts it
+all when a record fails; `strata consume` prints exactly what confluent-kafka produced (`-n`,
+`--exit-at-end`, `--offset`, `--partition`, JSON and templates), commits exactly the printed
+records for a `--group` (as `committed()` shows), commits and leaves the group on SIGINT, and
+under `--isolation-level read_committed` skips a transaction confluent-kafka aborted. The broker
+itself is started by the same binary with the unchanged `strata --override k=v` command line (the
+fixtures).
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+import txn_util
 import util
 from broker import strata_bin
 from util import wait_until
@@ -264,3 +273,244 @@ def committed_at(bootstrap: str, group: str, topic: str, partitions: int) -> lis
         return [tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)]
     finally:
         c.close()
+
+
+# --------------------------------------------------------------------------------------------
+# strata produce / strata consume
+# --------------------------------------------------------------------------------------------
+
+
+def strata_io(broker, *args: str, stdin: str = "", check: bool = True, timeout: float = 60
+              ) -> subprocess.CompletedProcess:
+    """Runs `strata ARGS -b BROKER` with `stdin`; with `check`, a non-zero exit fails the test."""
+    p = subprocess.run([str(strata_bin()), *args, "-b", broker.bootstrap], input=stdin, capture_output=True,
+                       text=True, timeout=timeout)
+    if check:
+        assert p.returncode == 0, f"strata {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
+    return p
+
+
+def consume_json(broker, topic: str, *args: str) -> list[dict]:
+    p = strata_io(broker, "consume", topic, "--format", "json", *args)
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def test_produce_with_keys_partitions_as_librdkafka_murmur2_does(broker):
+    """Keyed lines land in the partition confluent-kafka's murmur2_random partitioner picks for
+    the same key (the Java client's partitioner); a line without the separator has a null key."""
+    ours, theirs = util.unique_topic("cli-keys"), util.unique_topic("cli-keys-rdk")
+    for t in (ours, theirs):
+        util.create_topic(broker.bootstrap, t, partitions=6)
+    keys = [f"user-{i}" for i in range(60)]
+    lines = "".join(f"{k}::{k}-value::{i}\n" for i, k in enumerate(keys)) + "no separator here\n"
+    p = strata_io(broker, "produce", ours, "--key-separator", "::", stdin=lines)
+    value_bytes = sum(len(f"{k}{k}-value::{i}") for i, k in enumerate(keys)) + len("no separator here")
+    assert f"produced 61 records ({value_bytes} bytes) to {ours}" in p.stderr
+
+    from confluent_kafka import Producer
+    rdk = Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random", "log_level": 4})
+    expected = {}
+
+    def record(err, msg):
+        assert err is None, err
+        expected[msg.key().decode()] = msg.partition()
+
+    for k in keys:
+        rdk.produce(theirs, key=k.encode(), value=b"x", on_delivery=record)
+    assert rdk.flush(30) == 0
+
+    got = {}
+    null_keyed = []
+    for partition in range(6):
+        for m in util.confluent_read_all(broker.bootstrap, ours, partition):
+            if m.key is None:
+                null_keyed.append(m.value)
+            else:
+                i = keys.index(m.key.decode())
+                assert m.value == f"{m.key.decode()}-value::{i}".encode(), "split at the first separator only"
+                got[m.key.decode()] = partition
+    assert got == expected
+    assert len(set(got.values())) > 1
+    assert null_keyed == [b"no separator here"]
+
+
+@pytest.mark.parametrize("codec,acks", [("gzip", "all"), ("snappy", "1"), ("lz4", "0"), ("zstd", "all")])
+def test_produce_compressed_to_one_partition_with_each_acks(broker, codec, acks):
+    t = util.unique_topic(f"cli-{codec}")
+    util.create_topic(broker.bootstrap, t, partitions=3)
+    values = [f"{codec}-{i}-" + "abc" * (i % 50) for i in range(300)]
+    p = strata_io(broker, "produce", t, "--compression", codec, "--acks", acks, "--partition", "2",
+                  "-X", "linger.ms=20", "--format", "json", stdin="\n".join(values))  # no final newline
+    assert json.loads(p.stdout) == {"topic": t, "records": 300, "bytes": sum(map(len, values)), "failed": 0,
+                                    "committed": False}
+    got = util.confluent_read(broker.bootstrap, t, 2, 300)
+    assert [m.value.decode() for m in got] == values
+    assert [m.offset for m in got] == list(range(300))
+    assert util.watermarks(broker.bootstrap, t, 0)[1] == 0 and util.watermarks(broker.bootstrap, t, 1)[1] == 0
+
+
+def test_consume_prints_what_confluent_produced(broker):
+    t = util.unique_topic("cli-consume")
+    util.create_topic(broker.bootstrap, t, partitions=3)
+    recs = [util.Rec(key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"%d" % i)], partition=i % 3)
+            for i in range(30)]
+    offsets = util.confluent_produce(broker.bootstrap, t, recs)
+
+    # Every record, as JSON, from the beginning up to the end as it was at the start.
+    docs = consume_json(broker, t, "--offset", "beginning", "--exit-at-end")
+    by_value = {d["value"]: d for d in docs}
+    assert len(docs) == 30 and len(by_value) == 30
+    for i, (partition, offset) in enumerate(offsets):
+        d = by_value[f"v{i}"]
+        assert (d["topic"], d["partition"], d["offset"], d["key"]) == (t, partition, offset, f"k{i}")
+        assert d["headers"] == [{"key": "h", "value": str(i)}]
+        assert isinstance(d["timestamp"], int) and d["timestamp"] > 0
+    for partition in range(3):
+        assert [d["offset"] for d in docs if d["partition"] == partition] == list(range(10)), "in offset order"
+
+    # --from-beginning without a group is the same start; -n stops after COUNT records.
+    p = strata_io(broker, "consume", t, "--from-beginning", "-n", "4")
+    assert len(p.stdout.splitlines()) == 4
+    assert all(line.startswith("v") for line in p.stdout.splitlines())
+
+    # An offset in one partition, with a kcat-style template.
+    p = strata_io(broker, "consume", t, "--partition", "1", "--offset", "7", "-e", "--format", "%t|%p|%o|%k|%s|%h\\n")
+    assert p.stdout.splitlines() == [f"{t}|1|{o}|k{3 * o + 1}|v{3 * o + 1}|h={3 * o + 1}" for o in range(7, 10)]
+
+    # -N: the last N of every partition; end: nothing that is already there.
+    docs = consume_json(broker, t, "--offset", "-2", "--exit-at-end")
+    assert sorted((d["partition"], d["offset"]) for d in docs) == [(p, o) for p in range(3) for o in (8, 9)]
+    assert consume_json(broker, t, "--offset", "end", "--exit-at-end") == []
+
+    # --exit-at-end stops at the end known at the start, even while more is produced.
+    util.confluent_produce(broker.bootstrap, t, [util.Rec(key=None, value=b"late", partition=0)])
+    docs = consume_json(broker, t, "--partition", "0", "--offset", "beginning", "-e")
+    assert [d["value"] for d in docs][-1] == "late" and len(docs) == 11
+
+    missing = strata_io(broker, "consume", "no-such-topic-here", "-e", check=False)
+    assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+
+
+def test_transactional_produce_is_committed_at_eof_or_aborted(broker):
+    t = util.unique_topic("cli-txn")
+    util.create_topic(broker.bootstrap, t, partitions=2)
+    lines = [f"k{i}:v{i}" for i in range(40)]
+    p = strata_io(broker, "produce", t, "-K", ":", "--transactional-id", util.unique_topic("cli-tid"),
+                  stdin="\n".join(lines) + "\n")
+    assert "produced 40 records" in p.stderr
+    committed_values = sorted(r.value for r in txn_util.read_topic(broker.bootstrap, t, 2, read_committed=True))
+    assert committed_values == sorted(f"v{i}" for i in range(40))
+
+    # A record the producer refuses in the middle: the two before it were written, then aborted.
+    too_big = "z" * 300
+    p = strata_io(broker, "produce", t, "--transactional-id", util.unique_topic("cli-tid"),
+                  "-X", "max.request.size=200", stdin=f"a1\na2\n{too_big}\na3\n", check=False)
+    assert p.returncode == 1, p.stderr
+    assert "aborted 2 records" in p.stderr and "transaction was aborted" in p.stderr
+    assert "MESSAGE_TOO_LARGE" in p.stderr
+    after = txn_util.read_topic(broker.bootstrap, t, 2, read_committed=True)
+    assert sorted(r.value for r in after) == committed_values, "nothing of the aborted transaction is visible"
+    raw = txn_util.read_topic(broker.bootstrap, t, 2, read_committed=False)
+    assert {"a1", "a2"} <= {r.value for r in raw}, "the aborted records were written"
+    assert "a3" not in {r.value for r in raw}
+
+
+def test_a_signal_aborts_an_open_produce_transaction(broker):
+    """SIGTERM while stdin is still open: the records sent so far are aborted at once, so the
+    last stable offset moves past them instead of waiting out transaction.timeout.ms."""
+    t = util.unique_topic("cli-txn-sig")
+    util.create_topic(broker.bootstrap, t, partitions=1)
+    proc = subprocess.Popen([str(strata_bin()), "produce", t, "--transactional-id", util.unique_topic("cli-tid"),
+                             "-X", "transaction.timeout.ms=300000", "-b", broker.bootstrap],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write("s1\ns2\ns3\n")
+        proc.stdin.flush()
+        wait_until(lambda: txn_util.end_offsets(broker.bootstrap, t, 1, read_committed=False) == {0: 3}, 30,
+                   "three records written")
+        assert txn_util.end_offsets(broker.bootstrap, t, 1, read_committed=True) == {0: 0}, "open transaction"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 1
+        err = proc.stderr.read()
+        assert "aborted 3 records" in err and "interrupted" in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # The abort marker follows the three records; read_committed sees nothing of them.
+    assert txn_util.end_offsets(broker.bootstrap, t, 1, read_committed=True) == {0: 4}
+    assert txn_util.read_topic(broker.bootstrap, t, 1, read_committed=True) == []
+
+
+def test_group_consumption_commits_what_it_printed(broker):
+    t = util.unique_topic("cli-gc")
+    group = util.unique_topic("cli-gc-g")
+    util.create_topic(broker.bootstrap, t, partitions=2)
+    util.confluent_produce(broker.bootstrap, t, [util.Rec(key=None, value=b"v%d" % i, partition=i % 2)
+                                                 for i in range(20)])
+
+    # -n 7 from the beginning: exactly the seven printed records are committed.
+    p = strata_io(broker, "consume", t, "--group", group, "--from-beginning", "-n", "7")
+    assert len(p.stdout.splitlines()) == 7
+    assert sum(committed(broker, group, t, 2)) == 7
+
+    # The next member of the group goes on from there and, at the end, commits it.
+    p = strata_io(broker, "consume", t, "--group", group, "--exit-at-end")
+    assert len(p.stdout.splitlines()) == 13
+    assert committed(broker, group, t, 2) == [10, 10]
+    assert {f"v{i}" for i in range(20)} == set(p.stdout.splitlines()) | set(
+        strata_io(broker, "consume", t, "--offset", "beginning", "-e").stdout.splitlines())
+
+    # A long-running member stopped by SIGINT commits and leaves the group.
+    group2 = util.unique_topic("cli-gc-sig")
+    proc = subprocess.Popen([str(strata_bin()), "consume", t, "--group", group2, "--from-beginning",
+                             "-b", broker.bootstrap], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        wait_until(lambda: lines.append(proc.stdout.readline()) or len(lines) >= 20, 30, "twenty records printed")
+        wait_until(lambda: strata_json(broker, "group", "describe", group2)[0]["state"] == "Stable", 30,
+                   "the member is in the group")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert committed(broker, group2, t, 2) == [10, 10]
+    d, _ = strata_json(broker, "group", "describe", group2)
+    assert d["members"] == [] and d["state"] == "Empty", "the member left on SIGINT"
+
+
+def test_read_committed_skips_an_aborted_transaction(broker):
+    from confluent_kafka import Producer
+
+    t = util.unique_topic("cli-rc")
+    util.create_topic(broker.bootstrap, t, partitions=1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": util.unique_topic("cli-rc-tid"),
+                  "log_level": 3})
+    p.init_transactions(30)
+    for values, commit in ((["c1", "c2"], True), (["a1", "a2", "a3"], False), (["c3"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(t, value=v.encode(), partition=0)
+        p.flush(30)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+
+    committed_only = strata_io(broker, "consume", t, "--offset", "beginning", "-e",
+                               "--isolation-level", "read_committed").stdout.splitlines()
+    assert committed_only == ["c1", "c2", "c3"]
+    everything = strata_io(broker, "consume", t, "--offset", "beginning", "-e",
+                           "--isolation-level", "read_uncommitted").stdout.splitlines()
+    assert everything == ["c1", "c2", "a1", "a2", "a3", "c3"]
+    # With a group too.
+    grouped = strata_io(broker, "consume", t, "--group", util.unique_topic("cli-rc-g"), "--from-beginning", "-e",
+                        "--isolation-level", "read_committed").stdout.splitlines()
+    assert grouped == ["c1", "c2", "c3"]
+
+
+def test_bad_produce_and_consume_command_lines_exit_with_status_2(broker):
+    for args in (["produce", "t", "--acks", "2"], ["produce", "t", "-X", "no.such.setting=1"],
+                 ["produce", "t", "--acks", "1", "--transactional-id", "x"],
+                 ["consume", "t", "--group", "g", "--offset", "3"], ["consume", "t", "--format", "%q"],
+                 ["consume", "t", "-X", "isolation.level=dirty"]):
+        p = strata_io(broker, *args, check=False)
+        assert p.returncode == 2, f"{args}: {p.returncode}\n{p.stderr}"
+        assert p.stderr

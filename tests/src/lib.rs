@@ -59,10 +59,20 @@ pub fn strata_bin() -> Result<PathBuf> {
     )
 }
 
-/// Returns a loopback port that was free a moment ago (bind port 0, read it, release it).
+/// Returns a loopback port that was free a moment ago (bind port 0, read it, release it)
+/// and that this process has not handed out before: tests run in parallel threads, and
+/// the kernel may give a just-released port to the next bind.
 pub fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return Ok(port);
+        }
+    }
 }
 
 /// A running `strata` child process with its own data directory and log file.

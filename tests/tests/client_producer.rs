@@ -193,7 +193,7 @@ async fn records_are_read_back_as_sent_with_every_codec_and_keys_on_murmur2_part
             .expect("producer");
         let mut futures = Vec::new();
         for i in 0..600 {
-            let record = ProducerRecord::new(&topic)
+            let record = ProducerRecord::new(topic.as_str())
                 .key(format!("key-{}", i % 37))
                 .value(format!("{codec}-{i}"))
                 .header("i", Some(i.to_string()))
@@ -238,8 +238,9 @@ async fn acks_zero_one_and_all_all_deliver() {
         assert_eq!(idempotent, acks == "all", "idempotence only with acks=all unless asked for");
         let mut futures = Vec::new();
         for i in 0..300 {
-            futures
-                .push(producer.send(ProducerRecord::new(&topic).value(format!("{i}"))).await.expect("send"));
+            futures.push(
+                producer.send(ProducerRecord::new(topic.as_str()).value(format!("{i}"))).await.expect("send"),
+            );
         }
         let acked = await_all(futures).await;
         if acks == "0" {

@@ -19,9 +19,10 @@ use crate::txn::{verification_error_for_client, TopicPartition};
 use std::collections::HashMap;
 use std::sync::Arc;
 use strata_protocol::messages::produce::{
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceRequest, ProduceResponse,
+    TopicProduceResponse,
 };
-use strata_protocol::records::RecordBatch;
+use strata_protocol::records::{RecordBatch, RecordBatches};
 use strata_protocol::ErrorCode;
 
 /// What to send back.
@@ -70,7 +71,16 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
             let outcome = match (refuse, refused.get(&(topic.name.clone(), pd.index))) {
                 (Some((code, message)), _) => Err((code, Some(message.to_string()))),
                 (None, Some(&code)) => Err((code, Some(format!("{} for this transaction", code.name())))),
-                (None, None) => append(broker, meta.as_deref(), &topic.name, pd.index, pd.records, acks, now),
+                (None, None) => append(
+                    broker,
+                    meta.as_deref(),
+                    &topic.name,
+                    pd.index,
+                    pd.records,
+                    acks,
+                    now,
+                    &mut r.record_errors,
+                ),
             };
             match outcome {
                 Ok(appended) => {
@@ -110,6 +120,62 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         }
         ProduceResponse { responses, ..Default::default() }
     }))
+}
+
+/// KIP-467 as Kafka's `LogValidator` does it for compacted topics: every record without a
+/// key is refused, each named by its index in the request's records, and the partition's
+/// whole append is refused with INVALID_RECORD (the other partitions are unaffected).
+/// Batches that do not parse are left to the log's own validation.
+fn records_without_key(
+    records: &bytes::Bytes,
+    topic: &str,
+    partition: i32,
+    max_message_bytes: i32,
+) -> Vec<BatchIndexAndErrorMessage> {
+    let mut errors = Vec::new();
+    let mut index = 0i32;
+    // Decompressed bytes are bounded as the log bounds them (a zip bomb fails here too).
+    let cap = (max_message_bytes.max(1) as usize).saturating_mul(4);
+    for batch in RecordBatches::new(records.clone()) {
+        let Ok(batch) = batch else { return errors };
+        if batch.is_control() {
+            continue;
+        }
+        let Ok(batch_records) = batch.records(cap) else { return errors };
+        for record in batch_records {
+            let Ok(record) = record else { return errors };
+            if record.key.is_none() {
+                errors.push(BatchIndexAndErrorMessage {
+                    batch_index: index,
+                    batch_index_error_message: Some(format!(
+                        "Compacted topic cannot accept message without key in topic partition {topic}-{partition}."
+                    )),
+                });
+            }
+            index += 1;
+        }
+    }
+    errors
+}
+
+/// The partition's error message for refused records, as Kafka words it.
+fn record_errors_summary(errors: &[BatchIndexAndErrorMessage]) -> String {
+    let first: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|e| {
+            format!(
+                "{} (batch index {})",
+                e.batch_index_error_message.as_deref().unwrap_or(""),
+                e.batch_index
+            )
+        })
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        errors.len(),
+        first.join(", ")
+    )
 }
 
 /// What a successful append answers, and for `acks=all` what it still waits for.
@@ -207,6 +273,7 @@ async fn verify_transactional(
     refused
 }
 
+#[allow(clippy::too_many_arguments)]
 fn append(
     broker: &Broker,
     meta: Option<&crate::metadata::TopicImage>,
@@ -215,6 +282,7 @@ fn append(
     records: Option<bytes::Bytes>,
     acks: i16,
     now: i64,
+    record_errors: &mut Vec<BatchIndexAndErrorMessage>,
 ) -> Result<Appended, (ErrorCode, Option<String>)> {
     let Some(meta) = meta else {
         return Err((ErrorCode::UnknownTopicOrPartition, None));
@@ -250,6 +318,13 @@ fn append_to(
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err((ErrorCode::InvalidRecord, Some("produce request without records".into())));
     };
+    let (policy, _) = broker.config.topic_defaults.resolve(&meta.configs, "cleanup.policy");
+    if policy.split(',').any(|p| p.trim() == "compact") {
+        *record_errors = records_without_key(&records, topic, index, broker.config.message_max_bytes);
+        if !record_errors.is_empty() {
+            return Err((ErrorCode::InvalidRecord, Some(record_errors_summary(record_errors))));
+        }
+    }
     let mut min_isr = 1;
     if acks == -1 {
         let (value, _) = broker.config.topic_defaults.resolve(&meta.configs, "min.insync.replicas");

@@ -10,7 +10,7 @@
 
 use super::idempotence::{PartitionSequence, ProducerIdAndEpoch};
 use super::partitioner::next_sticky;
-use super::record::{BatchSlot, DeliveryFuture};
+use super::record::BatchSlot;
 use crate::error::{Error, Result};
 use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -34,6 +34,26 @@ pub(crate) fn record_size(record: &NewRecord) -> usize {
         n += HEADER_OVERHEAD + h.key.len() + h.value.as_ref().map_or(0, Bytes::len);
     }
     n
+}
+
+/// Where an appended record went.
+pub(crate) struct Appended<'a> {
+    /// Its batch's completion.
+    pub slot: &'a Arc<BatchSlot>,
+    /// Its index in the batch (offset delta).
+    pub index: i32,
+    /// The partition of the batch it opened, if it opened one.
+    pub opened: Option<i32>,
+}
+
+impl std::fmt::Debug for Appended<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Appended")
+            .field("partition", &self.slot.partition())
+            .field("index", &self.index)
+            .field("opened", &self.opened)
+            .finish()
+    }
 }
 
 /// One batch of one partition, from its first record to its acknowledgement.
@@ -260,7 +280,9 @@ impl Accumulator {
     /// Appends `record` (holding `memory` bytes of `buffer.memory`) to the partition
     /// `target` names, or to the topic's sticky partition (moving it when a new batch
     /// would be opened there, KIP-480). `Ok(None)`: the topic's metadata is not known
-    /// yet. Returns the record's future and, when it opened a new batch, its partition.
+    /// yet. Returns where the record went (its batch's slot, which the caller clones
+    /// into a future or shares between many records) and, when it opened a new batch,
+    /// its partition.
     /// `clock` is read only when a batch is opened.
     pub(crate) fn append(
         &mut self,
@@ -269,7 +291,7 @@ impl Accumulator {
         record: &NewRecord,
         memory: usize,
         clock: &dyn Fn() -> Instant,
-    ) -> Result<Option<(DeliveryFuture, Option<i32>)>> {
+    ) -> Result<Option<Appended<'_>>> {
         let Some(t) = self.find(topic) else { return Ok(None) };
         let size = record_size(record);
         let batch_size = self.batch_size;
@@ -299,11 +321,11 @@ impl Accumulator {
                 p
             }
         };
-        let name = tq.name.clone();
-        let fits = tq.fits(p, size, batch_size);
+        // The name is cloned for a new batch only, not per record.
+        let new_batch = (!tq.fits(p, size, batch_size)).then(|| tq.name.clone());
         let queue = tq.queue(p);
         let mut opened = None;
-        if !fits {
+        if let Some(name) = new_batch {
             if let Some(last) = queue.batches.back_mut() {
                 last.full = true;
             }
@@ -324,7 +346,10 @@ impl Accumulator {
                 records: 0,
                 memory: 0,
                 created: clock(),
-                slot: Arc::new(BatchSlot::default()),
+                // A copy of the name of its own: the futures' metadata clone it per record
+                // on the awaiting task's core, which must not bounce the cache line the
+                // appending core reads the accumulator's name from.
+                slot: Arc::new(BatchSlot::new(Arc::from(&*name), p)),
                 attempts: 0,
                 sequence: -1,
                 retry_at: None,
@@ -336,21 +361,14 @@ impl Accumulator {
         let batch = queue.batches.back_mut().ok_or_else(|| Error::state("no open batch"))?;
         let builder = batch.builder.as_mut().ok_or_else(|| Error::state("batch already sealed"))?;
         let index = builder.len() as i32;
-        builder.append(record).map_err(|e| Error::state(format!("appending to a batch of {name}: {e}")))?;
+        builder.append(record).map_err(|e| Error::state(format!("appending to a batch of {topic}: {e}")))?;
         batch.records += 1;
         batch.size += size;
         batch.memory += memory;
         if batch.size >= batch_size {
             batch.full = true;
         }
-        let future = DeliveryFuture {
-            slot: batch.slot.clone(),
-            topic: name,
-            partition: p,
-            index,
-            timestamp: record.timestamp,
-        };
-        Ok(Some((future, opened)))
+        Ok(Some(Appended { slot: &batch.slot, index, opened }))
     }
 
     /// Takes ready batches: per node, at most one batch per partition, up to

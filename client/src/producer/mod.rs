@@ -30,7 +30,7 @@ mod two_phase;
 
 pub use config::{Acks, ProducerConfig};
 pub use idempotence::ProducerIdAndEpoch;
-pub use record::{DeliveryFuture, ProducerRecord, RecordMetadata};
+pub use record::{Deliveries, DeliveryFuture, ProducerRecord, RecordMetadata};
 pub use transaction::TxnPhase;
 pub use two_phase::PreparedTxnState;
 
@@ -40,6 +40,7 @@ use crate::metadata::TopicInfo;
 use accumulator::{record_size, Accumulator, Target, TopicMeta};
 use bytes::Bytes;
 use idempotence::Mode;
+use record::BatchSlot;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -227,8 +228,69 @@ impl Producer {
     /// the topic's metadata (the first time) and for `buffer.memory`, each at most
     /// `max.block.ms`.
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture> {
-        let shared = &self.shared;
-        let config = &shared.config;
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        let prepared = self.prepare(record, timestamp)?;
+        self.reserve(prepared.size).await?;
+        let result = self.append(&prepared).await;
+        if result.is_err() {
+            self.shared.memory.add_permits(prepared.size);
+        }
+        result
+    }
+
+    /// Queues `records` in order and returns their futures in the same order: what
+    /// [`Producer::send`] does for each, at a fraction of the cost per record, for
+    /// callers that produce in bursts. The records share one lock acquisition and one
+    /// `buffer.memory` reservation per chunk of up to half of `buffer.memory`, and
+    /// those without a timestamp share one clock read (the time of this call).
+    ///
+    /// On an error, the records before the failing one are queued and are sent (their
+    /// futures are dropped, which does not cancel them) and none after it is.
+    ///
+    /// ```no_run
+    /// # async fn demo(p: strata_client::producer::Producer) -> strata_client::Result<()> {
+    /// use std::sync::Arc;
+    /// use strata_client::producer::ProducerRecord;
+    /// let topic: Arc<str> = Arc::from("t");
+    /// let records = (0..100).map(|i| ProducerRecord::new(topic.clone()).value(format!("v{i}")));
+    /// let mut deliveries = p.send_all(records).await?;
+    /// while let Some(result) = deliveries.next().await {
+    ///     result?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_all(&self, records: impl IntoIterator<Item = ProducerRecord>) -> Result<Deliveries> {
+        let records = records.into_iter();
+        let hint = records.size_hint().0;
+        let mut futures = Deliveries::with_capacity(hint);
+        let chunk_bytes = (self.shared.config.buffer_memory / 2).max(1);
+        let now = now_ms();
+        let mut pending: Vec<Prepared> = Vec::with_capacity(hint.min(4096));
+        let mut pending_bytes = 0;
+        for record in records {
+            let timestamp = record.timestamp.unwrap_or(now);
+            let prepared = match self.prepare(record, timestamp) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.append_all(&mut pending, pending_bytes, &mut futures).await?;
+                    return Err(e);
+                }
+            };
+            if !pending.is_empty() && pending_bytes + prepared.size > chunk_bytes {
+                self.append_all(&mut pending, pending_bytes, &mut futures).await?;
+                pending_bytes = 0;
+            }
+            pending_bytes += prepared.size;
+            pending.push(prepared);
+        }
+        self.append_all(&mut pending, pending_bytes, &mut futures).await?;
+        Ok(futures)
+    }
+
+    /// Turns a record into what the accumulator appends: its target, the batch form
+    /// of its fields and its size, refusing a record no request or buffer could hold.
+    fn prepare(&self, record: ProducerRecord, timestamp: i64) -> Result<Prepared> {
+        let config = &self.shared.config;
         let target = match (record.partition, &record.key) {
             (Some(p), _) => Target::Partition(p),
             (None, Some(key)) if !config.partitioner_ignore_keys => {
@@ -236,7 +298,6 @@ impl Producer {
             }
             _ => Target::Sticky,
         };
-        let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let headers = if record.headers.is_empty() {
             Vec::new()
         } else {
@@ -256,48 +317,101 @@ impl Producer {
                 )),
             });
         }
-        self.reserve(size).await?;
-        let result = self.append(&record.topic, target, &new, size).await;
-        if result.is_err() {
-            shared.memory.add_permits(size);
-        }
-        result
+        Ok(Prepared { topic: record.topic, target, new, size })
     }
 
     /// Appends a record whose memory is reserved, learning the topic's metadata first
     /// if the accumulator does not know it yet.
-    async fn append(
-        &self,
-        topic: &str,
-        target: Target,
-        new: &NewRecord,
-        size: usize,
-    ) -> Result<DeliveryFuture> {
+    async fn append(&self, record: &Prepared) -> Result<DeliveryFuture> {
         let shared = &self.shared;
         loop {
             let appended = {
                 let mut guard = shared.lock();
                 let st = &mut *guard;
                 check_open(st)?;
-                let appended = st.acc.append(topic, target, new, size, &Instant::now)?;
-                if let (Some((future, Some(p))), Some(txn)) = (&appended, st.txn.as_mut()) {
-                    txn.note_partition((future.topic.clone(), *p));
-                }
-                appended
+                let mut future = None;
+                let timestamp = record.new.timestamp;
+                let opened = append_one(st, record, |slot, index| {
+                    future = Some(DeliveryFuture { slot: slot.clone(), index, timestamp })
+                })?;
+                opened.zip(future)
             };
             match appended {
-                Some((future, opened)) => {
-                    if opened.is_some() {
+                Some((opened, future)) => {
+                    if opened {
                         shared.wake.notify_one();
                     }
                     return Ok(future);
                 }
-                None => {
-                    let info = self.topic_info(topic).await?;
-                    shared.lock().acc.set_meta(topic, topic_meta(&info));
-                }
+                None => self.learn_topic(&record.topic).await?,
             }
         }
+    }
+
+    /// Reserves `bytes` (the sum of `pending`'s sizes) and appends every record of
+    /// `pending` under one lock (one more per topic whose metadata must be learnt),
+    /// pushing their futures; `pending` is empty afterwards. On an error the memory of
+    /// the records not appended is given back.
+    async fn append_all(
+        &self,
+        pending: &mut Vec<Prepared>,
+        bytes: usize,
+        futures: &mut Deliveries,
+    ) -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let shared = &self.shared;
+        let reserved = self.reserve(bytes).await;
+        let reserved_ok = reserved.is_ok();
+        let mut appended = 0;
+        let mut opened_any = false;
+        let result = match reserved {
+            Err(e) => Err(e),
+            Ok(()) => loop {
+                let step = {
+                    let mut guard = shared.lock();
+                    let st = &mut *guard;
+                    check_open(st).and_then(|()| {
+                        for record in &pending[appended..] {
+                            let timestamp = record.new.timestamp;
+                            let push = |slot: &Arc<_>, index| futures.push(slot, index, timestamp);
+                            let Some(opened) = append_one(st, record, push)? else {
+                                return Ok(Some(record.topic.clone()));
+                            };
+                            opened_any |= opened;
+                            appended += 1;
+                        }
+                        Ok(None)
+                    })
+                };
+                match step {
+                    Ok(None) => break Ok(()),
+                    Ok(Some(topic)) => {
+                        if let Err(e) = self.learn_topic(&topic).await {
+                            break Err(e);
+                        }
+                    }
+                    Err(e) => break Err(e),
+                }
+            },
+        };
+        if opened_any {
+            shared.wake.notify_one();
+        }
+        if result.is_err() && reserved_ok {
+            let unused: usize = pending[appended..].iter().map(|p| p.size).sum();
+            shared.memory.add_permits(unused);
+        }
+        pending.clear();
+        result
+    }
+
+    /// Fetches a topic's metadata into the accumulator (the first send to it).
+    async fn learn_topic(&self, topic: &str) -> Result<()> {
+        let info = self.topic_info(topic).await?;
+        self.shared.lock().acc.set_meta(topic, topic_meta(&info));
+        Ok(())
     }
 
     /// Sends every record queued so far without waiting for `linger.ms` and waits until
@@ -383,6 +497,33 @@ impl Drop for Producer {
         self.shared.lock().closing = true;
         self.shared.wake.notify_one();
     }
+}
+
+/// A record ready for the accumulator, its `buffer.memory` size computed.
+struct Prepared {
+    topic: Arc<str>,
+    target: Target,
+    new: NewRecord,
+    size: usize,
+}
+
+/// Appends one record under the state lock, handing its batch's slot and its index to
+/// `take`; `Ok(None)`: the topic's metadata is not known yet. Otherwise returns
+/// whether a new batch was opened (the sender must look).
+fn append_one(
+    st: &mut State,
+    record: &Prepared,
+    take: impl FnOnce(&Arc<BatchSlot>, i32),
+) -> Result<Option<bool>> {
+    let State { acc, txn, .. } = st;
+    let Some(a) = acc.append(&record.topic, record.target, &record.new, record.size, &Instant::now)? else {
+        return Ok(None);
+    };
+    if let (Some(p), Some(txn)) = (a.opened, txn.as_mut()) {
+        txn.note_partition((a.slot.topic().clone(), p));
+    }
+    take(a.slot, a.index);
+    Ok(Some(a.opened.is_some()))
 }
 
 /// Why records may not be queued now, if they may not.

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
 import time
 
 CONF = json.loads(sys.argv[1])
@@ -59,6 +60,30 @@ def run_confluent() -> None:
                 if attempt + 1 == attempts or not err.retriable() or err.txn_requires_abort():
                     raise
                 out("retry", err=str(err))
+
+    class Stuck(Exception):
+        """A transactional call outlived its own timeout (librdkafka #5511: after the group
+        coordinator's broker is decommissioned, send_offsets_to_transaction can hang)."""
+
+    def bounded(call, timeout: float):
+        """Runs `call` in a thread; a call still running `timeout` + 5 s later is abandoned
+        (its producer is replaced, which fences it) and Stuck is raised."""
+        result: dict = {}
+
+        def run():
+            try:
+                result["ok"] = call()
+            except BaseException as e:  # handed to the caller
+                result["err"] = e
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(timeout + 5)
+        if t.is_alive():
+            raise Stuck(f"call still running {timeout + 5:.0f}s after it started")
+        if "err" in result:
+            raise result["err"]
+        return result.get("ok")
 
     def new_producer():
         # metadata.recovery.strategy=none: a broker that leaves the metadata (fenced after a
@@ -98,10 +123,21 @@ def run_confluent() -> None:
             # Asked once per transaction, not per attempt: the call waits on the consumer's own
             # thread without a timeout.
             group = c.consumer_group_metadata()
-            retrying(lambda: p.send_offsets_to_transaction(offsets, group, 30))
+            retrying(lambda: bounded(lambda: p.send_offsets_to_transaction(offsets, group, 30), 30))
             out("offsets", n=n)
             retrying(lambda: p.commit_transaction(30))
             out("committed", n=n, offsets={str(q): o for q, o in nxt.items()})
+        except Stuck as e:
+            # As after a fatal error: a new producer fences the stuck one and aborts its
+            # transaction.
+            p = new_producer()
+            out("aborted", n=n, err=str(e), fatal=True)
+            aborts += 1
+            if aborts >= 5:
+                sys.exit(f"{aborts} transactions in a row aborted, last: {e}")
+            for q, o in first.items():
+                c.seek(TopicPartition(CONF["in_topic"], q, o))
+            continue
         except KafkaException as e:
             err = e.args[0]
             if not (err.fatal() or err.txn_requires_abort()):

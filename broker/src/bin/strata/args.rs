@@ -1,10 +1,12 @@
 //! The one flag parser of the `strata` binary. With no subcommand it is the broker's
 //! command line, unchanged (`strata [server.properties] [--override k=v]...`, as
-//! `kafka-server-start.sh`); `strata broker` is the same. The client tools (`topic`,
-//! `group`, `cluster`) share [`ClientArgs`]: the bootstrap servers, `-X key=value`
-//! client settings and the output format. Producer and consumer tools slot in as further
-//! [`Command`] variants flattening the same [`ClientArgs`].
+//! `kafka-server-start.sh`); `strata broker` is the same. Every client tool takes the
+//! same [`ConnectionArgs`] (the bootstrap servers and `-X key=value` client settings);
+//! the admin tools (`topic`, `group`, `cluster`) and `produce` add the output format of
+//! [`ClientArgs`], and `consume` its own record [`RecordFormat`] under the same
+//! `--format` flag.
 
+use crate::format::RecordFormat;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -13,7 +15,7 @@ use std::path::PathBuf;
 #[command(
     name = "strata",
     version,
-    about = "Strata: a Kafka-compatible streaming broker, and tools to administer any Kafka cluster",
+    about = "Strata: a Kafka-compatible streaming broker, and tools to administer, produce to and consume from any Kafka cluster",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -68,17 +70,54 @@ pub enum Command {
         #[command(subcommand)]
         action: ClusterAction,
     },
+    /// Produce the lines of stdin to a topic, one record per line, and exit once every
+    /// record is acknowledged (a summary goes to stderr).
+    #[command(after_help = "Examples:\n  \
+        printf 'alice:1\\nbob:2\\n' | strata produce orders --key-separator :\n  \
+        strata produce orders --acks 1 --compression zstd -X linger.ms=50 < lines.txt\n  \
+        strata produce orders --transactional-id loader-1 < batch.txt")]
+    Produce {
+        /// Connection and output (`-X` takes producer settings such as `linger.ms`).
+        #[command(flatten)]
+        client: ClientArgs,
+        /// What to produce and how.
+        #[command(flatten)]
+        args: ProduceArgs,
+    },
+    /// Print the records of a topic to stdout, with or without a consumer group.
+    #[command(after_help = "Examples:\n  \
+        strata consume orders --group billing --from-beginning\n  \
+        strata consume orders --offset beginning --exit-at-end --format json\n  \
+        strata consume orders --partition 2 --offset -10 -n 5 --format '%p %o %k=%s\\n'\n  \
+        strata consume orders --isolation-level read_committed -o beginning -e")]
+    Consume {
+        /// Connection (`-X` takes consumer settings such as `fetch.max.bytes`).
+        #[command(flatten)]
+        connection: ConnectionArgs,
+        /// What to consume and how to print it.
+        #[command(flatten)]
+        args: ConsumeArgs,
+    },
 }
 
-/// What every client tool takes; `global` so it may come before or after the action.
+/// How every client tool reaches the cluster; `global` so the flags may come before or
+/// after the action.
 #[derive(Args, Debug, Clone, PartialEq, Eq)]
-pub struct ClientArgs {
+pub struct ConnectionArgs {
     /// Brokers to bootstrap from, host:port, comma-separated.
     #[arg(long, short = 'b', global = true, default_value = "127.0.0.1:9092", value_name = "HOST:PORT")]
     pub bootstrap_server: String,
     /// A client setting by its Kafka key (`request.timeout.ms=5000`); repeatable.
     #[arg(short = 'X', global = true, value_name = "KEY=VALUE", value_parser = key_value)]
     pub settings: Vec<(String, String)>,
+}
+
+/// What the admin tools and `produce` take: the connection and the output format.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct ClientArgs {
+    /// Bootstrap servers and client settings.
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
     /// Output: readable text, or JSON for scripts.
     #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -206,6 +245,106 @@ pub struct ResetTarget {
     pub to_offset: Option<i64>,
 }
 
+/// `strata produce TOPIC`: the flags of kcat's producer mode and of
+/// `kafka-console-producer.sh`, by Kafka's names.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct ProduceArgs {
+    /// The topic to produce to.
+    pub topic: String,
+    /// Split each line at the first SEP: the part before is the key, the rest the
+    /// value (kcat's `-K`); a line without SEP has a null key.
+    #[arg(long, short = 'K', value_name = "SEP", value_parser = non_empty)]
+    pub key_separator: Option<String>,
+    /// Acknowledgements to wait for (`acks`; default all).
+    #[arg(long, value_parser = ["0", "1", "all", "-1"])]
+    pub acks: Option<String>,
+    /// Batch compression (`compression.type`; default none).
+    #[arg(long, value_parser = ["none", "gzip", "snappy", "lz4", "zstd"])]
+    pub compression: Option<String>,
+    /// Send every record to this partition instead of partitioning by key.
+    #[arg(long, short = 'p')]
+    pub partition: Option<i32>,
+    /// Produce all of stdin in one transaction with this `transactional.id`: committed
+    /// at end of input, aborted if any record fails.
+    #[arg(long, value_name = "ID", value_parser = non_empty)]
+    pub transactional_id: Option<String>,
+}
+
+/// `strata consume TOPIC`: the flags of `kafka-console-consumer.sh` and kcat's
+/// consumer mode, by their names.
+#[derive(Args, Debug, Clone)]
+pub struct ConsumeArgs {
+    /// The topic to consume.
+    pub topic: String,
+    /// Consume as a member of this group, committing offsets as it goes; without it
+    /// every partition is assigned to this consumer alone and nothing is committed.
+    #[arg(long, short = 'g', value_parser = non_empty)]
+    pub group: Option<String>,
+    /// Start at the log start: `auto.offset.reset=earliest` for a group (used where it
+    /// has no committed offset), offset `beginning` without one.
+    #[arg(long, conflicts_with = "offset")]
+    pub from_beginning: bool,
+    /// Where every partition starts, without a group: `beginning`, `end` (the
+    /// default), an offset, or `-N` for N records before the end (as kcat).
+    #[arg(long, short = 'o', allow_hyphen_values = true, value_parser = start_offset, conflicts_with = "group")]
+    pub offset: Option<StartOffset>,
+    /// Consume only this partition (without a group).
+    #[arg(long, short = 'p', conflicts_with = "group")]
+    pub partition: Option<i32>,
+    /// `read_committed` skips aborted transactions and stops at the last stable offset.
+    #[arg(long, value_parser = ["read_uncommitted", "read_committed"])]
+    pub isolation_level: Option<String>,
+    /// Exit after printing COUNT records.
+    #[arg(short = 'n', long = "max-messages", value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Exit once every assigned partition reached the end it had when the tool started
+    /// (as kcat's `-e`).
+    #[arg(long, short = 'e')]
+    pub exit_at_end: bool,
+    /// `text` (each value on its own line), `json` (one object per record and line; key,
+    /// value and header values as strings, bytes that are not UTF-8 replaced by U+FFFD), or
+    /// a template as kcat's `-f`: %t topic, %p partition, %o offset, %k key, %s value,
+    /// %K / %S key / value length (-1 if null), %T timestamp (ms), %h headers (k=v,...),
+    /// %% a percent sign; \n \t \r \\ escapes.
+    #[arg(long, short = 'f', default_value = "text", value_parser = RecordFormat::parse)]
+    pub format: RecordFormat,
+}
+
+/// Where a consumer without a group starts in each partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartOffset {
+    /// The log start offset.
+    Beginning,
+    /// The log end offset: only records produced from now on.
+    End,
+    /// This offset (out of range: where `auto.offset.reset` says).
+    At(i64),
+    /// This many records before the end (kcat's `-o -N`), at most back to the start.
+    BeforeEnd(i64),
+}
+
+/// Parses `beginning`, `end`, `N` or `-N`.
+fn start_offset(s: &str) -> Result<StartOffset, String> {
+    match s {
+        "beginning" | "earliest" => Ok(StartOffset::Beginning),
+        "end" | "latest" => Ok(StartOffset::End),
+        _ => match s.parse::<i64>() {
+            Ok(n) if n >= 0 => Ok(StartOffset::At(n)),
+            Ok(n) => Ok(StartOffset::BeforeEnd(n.checked_neg().unwrap_or(i64::MAX))),
+            Err(_) => Err(format!("expected beginning, end, an offset or -N, got {s:?}")),
+        },
+    }
+}
+
+/// Refuses an empty string where one would mean nothing.
+fn non_empty(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        Err("must not be empty".to_string())
+    } else {
+        Ok(s.to_string())
+    }
+}
+
 /// `strata cluster ...`.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum ClusterAction {
@@ -270,8 +409,8 @@ mod tests {
             "client.id=me",
         ]);
         let Some(Command::Topic { client, action }) = cli.command else { panic!("topic") };
-        assert_eq!(client.bootstrap_server, "h:1");
-        assert_eq!(client.settings, vec![("client.id".to_string(), "me".to_string())]);
+        assert_eq!(client.connection.bootstrap_server, "h:1");
+        assert_eq!(client.connection.settings, vec![("client.id".to_string(), "me".to_string())]);
         assert_eq!(
             action,
             TopicAction::Create {
@@ -284,10 +423,13 @@ mod tests {
         );
         let cli = parse(&["cluster", "info", "--format", "json", "--bootstrap-server", "h:2"]);
         let Some(Command::Cluster { client, .. }) = cli.command else { panic!("cluster") };
-        assert_eq!((client.format, client.bootstrap_server.as_str()), (Format::Json, "h:2"));
+        assert_eq!((client.format, client.connection.bootstrap_server.as_str()), (Format::Json, "h:2"));
         let cli = parse(&["group", "list"]);
         let Some(Command::Group { client, .. }) = cli.command else { panic!("group") };
-        assert_eq!((client.format, client.bootstrap_server.as_str()), (Format::Text, "127.0.0.1:9092"));
+        assert_eq!(
+            (client.format, client.connection.bootstrap_server.as_str()),
+            (Format::Text, "127.0.0.1:9092")
+        );
     }
 
     #[test]
@@ -310,6 +452,78 @@ mod tests {
     }
 
     #[test]
+    fn produce_takes_kcat_and_kafka_flags() {
+        let cli = parse(&[
+            "produce",
+            "t",
+            "-K",
+            ":",
+            "--acks",
+            "1",
+            "--compression",
+            "zstd",
+            "-p",
+            "2",
+            "-X",
+            "linger.ms=0",
+        ]);
+        let Some(Command::Produce { client, args }) = cli.command else { panic!("produce") };
+        assert_eq!(client.connection.settings, vec![("linger.ms".to_string(), "0".to_string())]);
+        assert_eq!(
+            args,
+            ProduceArgs {
+                topic: "t".into(),
+                key_separator: Some(":".into()),
+                acks: Some("1".into()),
+                compression: Some("zstd".into()),
+                partition: Some(2),
+                transactional_id: None,
+            }
+        );
+        let cli = parse(&["produce", "t", "--transactional-id", "tx", "--key-separator", "::"]);
+        let Some(Command::Produce { args, .. }) = cli.command else { panic!("produce") };
+        assert_eq!((args.transactional_id.as_deref(), args.acks), (Some("tx"), None));
+    }
+
+    #[test]
+    fn consume_takes_offsets_counts_and_formats() {
+        let consume = |argv: &[&str]| {
+            let Some(Command::Consume { connection, args }) = parse(argv).command else { panic!("consume") };
+            (connection, args)
+        };
+        let (connection, args) = consume(&["consume", "t", "-b", "h:1"]);
+        assert_eq!(connection.bootstrap_server, "h:1");
+        assert_eq!((args.group, args.offset, args.count, args.exit_at_end), (None, None, None, false));
+        assert_eq!(args.format, RecordFormat::parse("%s\\n").unwrap());
+        let (_, args) = consume(&["consume", "t", "--offset", "-5", "-n", "3", "-e", "--format", "json"]);
+        assert_eq!(
+            (args.offset, args.count, args.exit_at_end),
+            (Some(StartOffset::BeforeEnd(5)), Some(3), true)
+        );
+        assert_eq!(args.format, RecordFormat::Json);
+        for (given, expected) in
+            [("beginning", StartOffset::Beginning), ("end", StartOffset::End), ("17", StartOffset::At(17))]
+        {
+            assert_eq!(consume(&["consume", "t", "-o", given, "-p", "1"]).1.offset, Some(expected));
+        }
+        let (_, args) = consume(&[
+            "consume",
+            "t",
+            "--group",
+            "g",
+            "--from-beginning",
+            "--isolation-level",
+            "read_committed",
+            "-f",
+            "%k=%s\\n",
+        ]);
+        assert_eq!(args.group.as_deref(), Some("g"));
+        assert!(args.from_beginning);
+        assert_eq!(args.isolation_level.as_deref(), Some("read_committed"));
+        assert!(matches!(args.format, RecordFormat::Template(_)));
+    }
+
+    #[test]
     fn bad_command_lines_are_refused() {
         let refused = |args: &[&str]| {
             let mut argv = vec!["strata"];
@@ -322,5 +536,16 @@ mod tests {
         refused(&["topic", "create", "t", "-X", "=v"]);
         refused(&["topic", "describe"]);
         refused(&["some.properties", "topic"]);
+        refused(&["produce"]);
+        refused(&["produce", "t", "--acks", "2"]);
+        refused(&["produce", "t", "--compression", "brotli"]);
+        refused(&["produce", "t", "-K", ""]);
+        refused(&["consume", "t", "--group", "g", "--offset", "5"]);
+        refused(&["consume", "t", "--group", "g", "--partition", "0"]);
+        refused(&["consume", "t", "--from-beginning", "--offset", "end"]);
+        refused(&["consume", "t", "--offset", "soon"]);
+        refused(&["consume", "t", "--isolation-level", "committed"]);
+        refused(&["consume", "t", "--format", "%x"]);
+        refused(&["consume", "t", "-n", "many"]);
     }
 }

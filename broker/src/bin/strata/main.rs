@@ -1,15 +1,19 @@
 //! `strata [server.properties] [--override key=value]...` runs one broker until SIGTERM
 //! or SIGINT, then shuts down cleanly (`strata broker ...` is the same).
-//! `strata topic|group|cluster ...` are client tools, in the spirit of `kcat` and `rpk`,
-//! that work against any Kafka-compatible cluster (see [`args`]).
+//! `strata topic|group|cluster|produce|consume ...` are client tools, in the spirit of
+//! `kcat` and `rpk`, that work against any Kafka-compatible cluster (see [`args`]).
 
 mod args;
 mod cluster;
+mod consume;
+mod format;
 mod group;
 mod output;
+mod produce;
+mod signals;
 mod topic;
 
-use args::{BrokerArgs, Cli, ClientArgs, Command};
+use args::{BrokerArgs, Cli, ClientArgs, Command, ConnectionArgs};
 use clap::Parser;
 use strata_broker::config::LogSettings;
 use strata_broker::BrokerConfig;
@@ -23,6 +27,12 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Topic { client, action }) => run_tool(&client, |c| topic::run(c, &client, action)),
         Some(Command::Group { client, action }) => run_tool(&client, |c| group::run(c, &client, action)),
         Some(Command::Cluster { client, action }) => run_tool(&client, |c| cluster::run(c, &client, action)),
+        Some(Command::Produce { client, args }) => {
+            run_with(produce::config(&client, &args), |config| produce::run(config, &client, args))
+        }
+        Some(Command::Consume { connection, args }) => {
+            run_with(consume::config(&connection, &args), |config| consume::run(config, args))
+        }
     }
 }
 
@@ -61,8 +71,23 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
+    run_with(client_config(&args.connection), |config| async move {
+        let client = Client::connect(config).await?;
+        let result = tool(client.clone()).await;
+        client.close();
+        result
+    })
+}
+
+/// Runs a tool from its settings: bad settings are printed and exit with status 2 (as
+/// a bad command line), a failure of the tool with status 1.
+fn run_with<C, F, Fut>(config: Result<C, strata_client::Error>, tool: F) -> anyhow::Result<()>
+where
+    F: FnOnce(C) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     init_tracing("warn");
-    let config = match client_config(args) {
+    let config = match config {
         Ok(c) => c,
         Err(e) => {
             eprintln!("strata: {e}");
@@ -70,20 +95,14 @@ where
         }
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let result = runtime.block_on(async move {
-        let client = Client::connect(config).await?;
-        let result = tool(client.clone()).await;
-        client.close();
-        result
-    });
-    if let Err(e) = result {
+    if let Err(e) = runtime.block_on(tool(config)) {
         eprintln!("strata: {e:#}");
         std::process::exit(1);
     }
     Ok(())
 }
 
-fn client_config(args: &ClientArgs) -> Result<ClientConfig, strata_client::Error> {
+fn client_config(args: &ConnectionArgs) -> Result<ClientConfig, strata_client::Error> {
     let mut config = ClientConfig::new(&args.bootstrap_server);
     config.client_id = "strata-cli".to_string();
     for (key, value) in &args.settings {

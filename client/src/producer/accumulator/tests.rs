@@ -55,11 +55,11 @@ fn unkeyed_records_stick_to_a_partition_until_its_batch_is_full() {
     acc.set_meta("t", TopicMeta { partitions: 3, available: (0..3).collect() });
     let mut partitions = Vec::new();
     for _ in 0..8 {
-        let (f, _) = acc
+        let a = acc
             .append("t", Target::Sticky, &record(&[7; 30]), 0, &|| now)
             .expect("append")
             .expect("metadata known");
-        partitions.push(f.partition);
+        partitions.push(a.slot.partition());
     }
     // 51 bytes a record: two fit in 110, so the partition changes every second record.
     for pair in partitions.chunks(2) {
@@ -315,8 +315,8 @@ fn an_unknown_topic_asks_for_metadata_and_a_missing_partition_is_refused() {
     acc.set_meta("t", TopicMeta { partitions: 2, available: vec![1] });
     let e = acc.append("t", Target::Partition(2), &record(b"a"), 0, &|| now).unwrap_err();
     assert_eq!(e.code(), Some(strata_protocol::ErrorCode::UnknownTopicOrPartition));
-    let (f, opened) = acc.append("t", Target::Sticky, &record(b"a"), 0, &|| now).expect("ok").expect("known");
-    assert_eq!((f.partition, opened), (1, Some(1)), "the only partition with a leader");
-    let (f, _) = acc.append("t", Target::Key(7), &record(b"a"), 0, &|| now).expect("ok").expect("known");
-    assert_eq!(f.partition, 1, "7 % 2");
+    let a = acc.append("t", Target::Sticky, &record(b"a"), 0, &|| now).expect("ok").expect("known");
+    assert_eq!((a.slot.partition(), a.opened), (1, Some(1)), "the only partition with a leader");
+    let a = acc.append("t", Target::Key(7), &record(b"a"), 0, &|| now).expect("ok").expect("known");
+    assert_eq!(a.slot.partition(), 1, "7 % 2");
 }
