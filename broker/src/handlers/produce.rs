@@ -289,7 +289,7 @@ fn append(
     };
     let partition = broker.leader_partition(topic, index).map_err(|code| (code, None))?;
     let bytes = records.as_ref().map_or(0, bytes::Bytes::len);
-    let result = append_to(broker, meta, &partition, topic, index, records, acks, now);
+    let result = append_to(broker, meta, &partition, topic, index, records, acks, now, record_errors);
     match &result {
         Ok(a) => partition.metrics().produced(bytes, a.records),
         Err(_) => partition.metrics().produce_failed(),
@@ -308,6 +308,7 @@ fn append_to(
     records: Option<bytes::Bytes>,
     acks: i16,
     now: i64,
+    record_errors: &mut Vec<BatchIndexAndErrorMessage>,
 ) -> Result<Appended, (ErrorCode, Option<String>)> {
     if meta.is_internal() {
         return Err((
