@@ -74,6 +74,10 @@ pub struct Broker {
     pub producer_ids: crate::producer_ids::ProducerIdManager,
     /// Replica fetchers, by leader.
     pub fetchers: FetcherManager,
+    /// Open client connections against `max.connections` and `max.connections.per.ip`.
+    pub connection_limits: Arc<crate::connection::limits::ConnectionLimits>,
+    /// The budget of request bytes in memory (`queued.max.request.bytes`; `None`: unbounded).
+    pub request_memory: Option<Arc<crate::connection::limits::RequestMemory>>,
     /// The cluster id from `meta.properties`, until the quorum's is known.
     local_cluster_id: Mutex<Option<String>>,
     /// Random per process start (BrokerRegistration).
@@ -116,6 +120,11 @@ impl Broker {
             metadata: Arc::new(MetadataCache::new()),
             replicas,
             fetchers: FetcherManager::default(),
+            connection_limits: crate::connection::limits::ConnectionLimits::new(config.connections.clone()),
+            request_memory: config
+                .connections
+                .queued_max_request_bytes
+                .map(crate::connection::limits::RequestMemory::new),
             local_cluster_id: Mutex::new(cluster_id),
             incarnation_id: crate::topics::new_topic_id(),
             broker_epoch: AtomicI64::new(-1),

@@ -12,6 +12,7 @@
 //! undecodable body) closes this connection only, after the responses to the requests
 //! before it; the broker is unaffected.
 
+pub mod limits;
 mod send;
 
 use crate::broker::Broker;
@@ -55,29 +56,57 @@ enum Work {
     Respond(Vec<Chunk>),
 }
 
-/// Serves `stream` until the client closes it, a protocol error occurs, or shutdown.
+/// Serves `stream` until the client closes it, a protocol error occurs, it stays idle
+/// for `connections.max.idle.ms`, a request it started does not arrive within
+/// `socket.request.receive.timeout.ms`, or shutdown. `slot` counts it against the
+/// connection limits until it ends.
 pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
     kind: ListenerKind,
     listener: Arc<str>,
+    slot: Option<limits::ConnectionSlot>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let ctx = RequestContext { peer, listener, kind };
     let span = tracing::debug_span!("connection", %peer);
     let _open = broker.metrics.connection_opened();
+    let _slot = slot;
     async move {
         let (mut rd, wr) = stream.into_split();
         let (responses, to_write) = mpsc::channel::<send::Reply>(broker.config.queued_max_requests);
         let writer = tokio::spawn(send::write_loop(wr, to_write, broker.metrics.clone()).in_current_span());
-        let mut frames = FrameDecoder::new(broker.config.socket_request_max_bytes as usize);
+        let max_frame = broker.config.socket_request_max_bytes as usize;
+        let mut frames = FrameDecoder::new(max_frame);
+        let memory = broker.request_memory.clone();
+        // The request memory of the frame at the head of the buffer, taken once its
+        // length is read.
+        let mut held: Option<limits::MemoryPermit> = None;
+        let mut watch = Watchdog::new(&broker.config.connections);
         'conn: loop {
             loop {
+                if let (None, Some(memory), Some(size)) = (&held, &memory, frames.next_frame_size()) {
+                    if size <= max_frame {
+                        let permit = match memory.try_take(size) {
+                            Some(p) => p,
+                            // Not reading until memory is free is the backpressure.
+                            None => tokio::select! {
+                                _ = shutdown.changed() => break 'conn,
+                                p = memory.take(size) => p,
+                            },
+                        };
+                        held = Some(permit);
+                    }
+                }
                 match frames.next_frame() {
                     Ok(Some(frame)) => {
+                        let permit = held.take();
+                        watch.frames += 1;
                         let Some(work) = decode(frame, peer) else { break 'conn };
-                        if !handle(&broker, work, &responses, &ctx).await {
+                        let go_on = handle(&broker, work, &responses, &ctx).await;
+                        drop(permit);
+                        if !go_on {
                             break 'conn;
                         }
                     }
@@ -95,10 +124,23 @@ pub async fn serve(
                 _ = shutdown.changed() => break,
                 n = read_some(&mut rd, &mut frames) => match n {
                     Ok(0) => break,
-                    Ok(_) => {}
+                    Ok(_) => watch.reads += 1,
                     Err(e) => {
                         tracing::debug!(error = %e, "read failed");
                         break;
+                    }
+                },
+                _ = watch.tick.tick() => {
+                    match watch.check(frames.buffered() > 0) {
+                        Some(Expired::Idle(ms)) => {
+                            tracing::debug!(%peer, "closing connection: idle for connections.max.idle.ms ({ms} ms)");
+                            break;
+                        }
+                        Some(Expired::Receive(ms)) => {
+                            tracing::info!(%peer, "closing connection: a request was not received whole within socket.request.receive.timeout.ms ({ms} ms)");
+                            break;
+                        }
+                        None => {}
                     }
                 }
             }
@@ -109,6 +151,69 @@ pub async fn serve(
     }
     .instrument(span)
     .await
+}
+
+/// Closes connections that stay idle or leave a request half-sent, checked on a coarse
+/// tick (a quarter of the shorter timeout) so the read path reads no clock: each tick
+/// looks at whether anything was read and whether a frame completed since the last.
+struct Watchdog {
+    tick: tokio::time::Interval,
+    period: std::time::Duration,
+    idle_limit: std::time::Duration,
+    receive_limit: std::time::Duration,
+    /// Socket reads and frames completed so far, and as seen by the last tick.
+    reads: u64,
+    frames: u64,
+    seen: (u64, u64),
+    quiet: std::time::Duration,
+    incomplete: std::time::Duration,
+}
+
+impl Watchdog {
+    fn new(config: &crate::config::connections::ConnectionLimitsConfig) -> Watchdog {
+        let shorter = config.connections_max_idle.min(config.request_receive_timeout);
+        let period =
+            (shorter / 4).clamp(std::time::Duration::from_millis(10), std::time::Duration::from_secs(60));
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Watchdog {
+            tick,
+            period,
+            idle_limit: config.connections_max_idle,
+            receive_limit: config.request_receive_timeout,
+            reads: 0,
+            frames: 0,
+            seen: (0, 0),
+            quiet: std::time::Duration::ZERO,
+            incomplete: std::time::Duration::ZERO,
+        }
+    }
+
+    /// One tick: why the connection must close, if it must. `partial`: bytes of a
+    /// request not yet whole are buffered.
+    fn check(&mut self, partial: bool) -> Option<Expired> {
+        let (reads, frames) = self.seen;
+        self.quiet = if self.reads == reads { self.quiet + self.period } else { std::time::Duration::ZERO };
+        self.incomplete = if partial && self.frames == frames {
+            self.incomplete + self.period
+        } else {
+            std::time::Duration::ZERO
+        };
+        self.seen = (self.reads, self.frames);
+        if self.incomplete >= self.receive_limit {
+            return Some(Expired::Receive(self.receive_limit.as_millis()));
+        }
+        if self.quiet >= self.idle_limit {
+            return Some(Expired::Idle(self.idle_limit.as_millis()));
+        }
+        None
+    }
+}
+
+/// Which of the [`Watchdog`]'s limits a connection reached (the limit, in ms).
+enum Expired {
+    Idle(u128),
+    Receive(u128),
 }
 
 /// Decodes one frame; `None` means the connection must close.

@@ -159,18 +159,38 @@ async fn accept_loop(
         }
         tracing::info!(listener = %listener, "unfenced: accepting client connections");
     }
+    let exempt = exempt_from_max_connections(&broker, kind, &listener);
     let listener: Arc<str> = Arc::from(listener);
+    let limits = broker.connection_limits.clone();
     loop {
+        if !exempt {
+            // At max.connections, stop accepting: new connections wait in the backlog.
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = limits.wait_for_room() => {}
+            }
+        }
         tokio::select! {
             _ = shutdown.changed() => return,
             accepted = socket.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let slot = match kind {
+                        ListenerKind::Controller => None,
+                        ListenerKind::Broker => match limits.admit(peer.ip(), !exempt) {
+                            Ok(slot) => Some(slot),
+                            Err(refused) => {
+                                log_refused(peer, refused.limit);
+                                drop(stream);
+                                continue;
+                            }
+                        },
+                    };
                     let _ = stream.set_nodelay(true);
                     let broker = broker.clone();
                     let shutdown = shutdown.clone();
                     let listener = listener.clone();
                     tokio::spawn(async move {
-                        connection::serve(broker, stream, peer, kind, listener, shutdown).await;
+                        connection::serve(broker, stream, peer, kind, listener, slot, shutdown).await;
                     });
                 }
                 Err(e) => {
@@ -179,5 +199,41 @@ async fn accept_loop(
                 }
             }
         }
+    }
+}
+
+/// Controller listeners, and the inter-broker listener when clients have a listener of
+/// their own, are not counted against `max.connections`, so replication and the quorum
+/// keep working when clients use them all up (Kafka protects the inter-broker listener
+/// the same way).
+fn exempt_from_max_connections(broker: &Broker, kind: ListenerKind, listener: &str) -> bool {
+    if kind == ListenerKind::Controller {
+        return true;
+    }
+    let client_listeners = broker
+        .config
+        .listeners
+        .iter()
+        .filter(|l| !broker.config.cluster.controller_listener_names.contains(&l.name))
+        .count();
+    client_listeners > 1 && listener == broker.config.cluster.inter_broker_listener_name
+}
+
+/// Logs a connection refused for its address's limit, at most once a second.
+fn log_refused(peer: std::net::SocketAddr, limit: usize) {
+    static LAST: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let now = crate::clock::now_ms();
+    let last = LAST.load(std::sync::atomic::Ordering::Relaxed);
+    if now - last >= 1000
+        && LAST
+            .compare_exchange(
+                last,
+                now,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            )
+            .is_ok()
+    {
+        tracing::info!(%peer, limit, "connection refused: the address has max.connections.per.ip connections");
     }
 }

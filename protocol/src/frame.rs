@@ -94,6 +94,16 @@ impl FrameDecoder {
         Ok(Some(self.buf.split_to(size).freeze()))
     }
 
+    /// The length of the frame at the head of the buffer, once its 4-byte prefix is
+    /// buffered (whether or not the rest has arrived); `None` for a negative length,
+    /// which [`FrameDecoder::next_frame`] refuses.
+    pub fn next_frame_size(&self) -> Option<usize> {
+        if self.buf.len() < 4 {
+            return None;
+        }
+        usize::try_from(i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])).ok()
+    }
+
     /// How many bytes the next socket read may take: up to the end of a large frame
     /// being received (so it ends up alone in its buffer), else no limit.
     pub fn read_limit(&self) -> usize {
@@ -142,9 +152,12 @@ mod tests {
     fn splits_frames_and_refuses_huge_ones() {
         let mut d = FrameDecoder::new(100);
         d.buffer().extend_from_slice(&[0, 0, 0, 3, 1, 2, 3, 0, 0]);
+        assert_eq!(d.next_frame_size(), Some(3));
         assert_eq!(d.next_frame().unwrap().unwrap().as_ref(), &[1, 2, 3]);
+        assert_eq!(d.next_frame_size(), None, "half a length prefix");
         assert_eq!(d.next_frame().unwrap(), None);
         d.buffer().extend_from_slice(&[0, 0]);
+        assert_eq!(d.next_frame_size(), Some(0));
         assert_eq!(d.next_frame().unwrap().unwrap().as_ref(), &[] as &[u8]);
         d.buffer().extend_from_slice(&[0x7f, 0xff, 0xff, 0xff]);
         assert!(matches!(d.next_frame(), Err(FrameError::TooLarge { .. })));

@@ -106,6 +106,11 @@ impl BrokerProcess {
         Ok(b)
     }
 
+    /// The broker's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `127.0.0.1:<port>`.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
@@ -307,6 +312,33 @@ impl RawConn {
         stream.set_write_timeout(Some(IO_TIMEOUT))?;
         stream.set_nodelay(true)?;
         Ok(RawConn { stream, next_correlation_id: 1 })
+    }
+
+    /// Wraps a connected stream (one bound to a chosen local address, say), with the
+    /// same timeouts as [`RawConn::connect`].
+    pub fn from_stream(stream: TcpStream) -> Result<Self> {
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(RawConn { stream, next_correlation_id: 1 })
+    }
+
+    /// Sets the read timeout (for tests that wait for an answer that must not come yet).
+    pub fn set_read_timeout(&mut self, timeout: Duration) -> Result<()> {
+        self.stream.set_read_timeout(Some(timeout))?;
+        Ok(())
+    }
+
+    /// True once the broker has closed the connection: a read returns end of file or a
+    /// reset (waits up to the read timeout; false if it expires with the connection open).
+    pub fn closed_by_peer(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        match self.stream.read(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        }
     }
 
     /// Writes raw bytes as they are (for malformed-input tests).

@@ -3,6 +3,7 @@
 //! that names the key and the value.
 
 pub mod cluster;
+pub mod connections;
 mod properties;
 pub mod topic;
 
@@ -99,6 +100,8 @@ pub struct BrokerConfig {
     pub rack: Option<String>,
     /// `queued.max.requests`: requests read ahead per connection.
     pub queued_max_requests: usize,
+    /// Connection counts and request memory (`max.connections`, `queued.max.request.bytes`, ...).
+    pub connections: connections::ConnectionLimitsConfig,
     /// Broker-level defaults of topic configs (`log.segment.bytes`, ...), by topic key.
     pub topic_defaults: topic::TopicDefaults,
     /// `transaction.two.phase.commit.enable` (false): transactional producers may ask for
@@ -195,6 +198,7 @@ impl BrokerConfig {
         let log_flush_scheduler_interval_ms =
             p.int_in("log.flush.scheduler.interval.ms", i64::MAX, 1, i64::MAX)?;
         let queued_max_requests = p.int_in("queued.max.requests", 500, 1, 100_000)? as usize;
+        let connections = connections::ConnectionLimitsConfig::parse(&mut p)?;
         let cluster_id = p.opt_string("cluster.id");
         let rack = p.opt_string("broker.rack");
         let transaction_two_phase_commit_enable = p.bool("transaction.two.phase.commit.enable", false)?;
@@ -223,6 +227,7 @@ impl BrokerConfig {
             cluster_id,
             rack,
             queued_max_requests,
+            connections,
             topic_defaults,
             transaction_two_phase_commit_enable,
             cluster,

@@ -34,6 +34,12 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("socket.request.max.bytes", "104857600"),
     ("log.retention.check.interval.ms", "300000"),
     ("queued.max.requests", "500"),
+    ("queued.max.request.bytes", "268435456"),
+    ("max.connections", "2147483647"),
+    ("max.connections.per.ip", "2147483647"),
+    ("max.connections.per.ip.overrides", ""),
+    ("connections.max.idle.ms", "600000"),
+    ("socket.request.receive.timeout.ms", "60000"),
 ];
 
 /// Handles DescribeConfigs.

@@ -184,7 +184,18 @@ impl Scrape {
             m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
         }
         let connections = self.metrics().connections.load(Ordering::Relaxed).max(0);
-        gauge(enc, "kafka_server_socket_server_metrics_connections", "Open client connections.", connections)
+        gauge(
+            enc,
+            "kafka_server_socket_server_metrics_connections",
+            "Open client connections.",
+            connections,
+        )?;
+        let Some(memory) = &self.broker.request_memory else { return Ok(()) };
+        let available = memory.available() as i64;
+        let h = "Bytes of queued.max.request.bytes not held by requests being received or handled.";
+        gauge(enc, "kafka_network_socketserver_memorypoolavailable", h, available)?;
+        let h = "Bytes of queued.max.request.bytes held by requests being received or handled.";
+        gauge(enc, "kafka_network_socketserver_memorypoolused", h, memory.capacity() as i64 - available)
     }
 
     fn logs(&self, enc: &mut DescriptorEncoder) -> Result<(), FmtError> {

@@ -1,0 +1,156 @@
+//! What one client or many may hold of the broker: connections (overall, per address)
+//! and the request bytes kept in memory while requests are received and handled.
+
+use super::{ConfigError, Parser};
+use std::collections::HashMap;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::time::Duration;
+
+/// Strata's default of `queued.max.request.bytes` (Kafka's is -1, unbounded): with it the
+/// broker's memory for requests is bounded whatever clients send.
+pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: i64 = 256 * 1024 * 1024;
+
+/// Connection and request-memory limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionLimitsConfig {
+    /// `max.connections` (unbounded by default, as in Kafka): past it, client listeners
+    /// stop accepting until a connection closes.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`: a connection from an address that has this many is
+    /// closed at once.
+    pub max_connections_per_ip: usize,
+    /// `max.connections.per.ip.overrides` (`host:count,ip:count`), host names resolved
+    /// when the configuration is read.
+    pub per_ip_overrides: HashMap<IpAddr, usize>,
+    /// `connections.max.idle.ms` (10 minutes): a connection with nothing received for
+    /// this long is closed.
+    pub connections_max_idle: Duration,
+    /// `queued.max.request.bytes`: bytes of requests being received or handled at once,
+    /// broker-wide; `None` when set to -1 (unbounded, Kafka's default).
+    pub queued_max_request_bytes: Option<usize>,
+    /// `socket.request.receive.timeout.ms` (Strata's own, 60 s): a request whose length
+    /// was read but whose bytes did not all arrive within this long closes its
+    /// connection, so half-sent requests cannot hold memory forever.
+    pub request_receive_timeout: Duration,
+}
+
+impl Default for ConnectionLimitsConfig {
+    fn default() -> Self {
+        ConnectionLimitsConfig {
+            max_connections: i32::MAX as usize,
+            max_connections_per_ip: i32::MAX as usize,
+            per_ip_overrides: HashMap::new(),
+            connections_max_idle: Duration::from_millis(600_000),
+            queued_max_request_bytes: Some(DEFAULT_QUEUED_MAX_REQUEST_BYTES as usize),
+            request_receive_timeout: Duration::from_millis(60_000),
+        }
+    }
+}
+
+impl ConnectionLimitsConfig {
+    /// Reads the keys above.
+    pub(super) fn parse(p: &mut Parser<'_>) -> Result<ConnectionLimitsConfig, ConfigError> {
+        let max = i64::from(i32::MAX);
+        let max_connections = p.int_in("max.connections", max, 0, max)? as usize;
+        let max_connections_per_ip = p.int_in("max.connections.per.ip", max, 0, max)? as usize;
+        let overrides = p.opt_string("max.connections.per.ip.overrides").unwrap_or_default();
+        let per_ip_overrides = parse_overrides(&overrides).map_err(|reason| ConfigError::InvalidValue {
+            key: "max.connections.per.ip.overrides".into(),
+            value: overrides.clone(),
+            reason,
+        })?;
+        let idle = p.int_in("connections.max.idle.ms", 600_000, 1, i64::MAX)?;
+        let queued = p.int_in("queued.max.request.bytes", DEFAULT_QUEUED_MAX_REQUEST_BYTES, -1, i64::MAX)?;
+        if queued == 0 {
+            return Err(ConfigError::InvalidValue {
+                key: "queued.max.request.bytes".into(),
+                value: "0".into(),
+                reason: "must be -1 (unbounded) or positive".into(),
+            });
+        }
+        let receive = p.int_in("socket.request.receive.timeout.ms", 60_000, 1, i64::MAX)?;
+        Ok(ConnectionLimitsConfig {
+            max_connections,
+            max_connections_per_ip,
+            per_ip_overrides,
+            connections_max_idle: Duration::from_millis(idle as u64),
+            queued_max_request_bytes: (queued > 0).then_some(queued as usize),
+            request_receive_timeout: Duration::from_millis(receive as u64),
+        })
+    }
+
+    /// The most connections `ip` may have open.
+    pub fn limit_for(&self, ip: IpAddr) -> usize {
+        self.per_ip_overrides.get(&ip).copied().unwrap_or(self.max_connections_per_ip)
+    }
+}
+
+/// `host:count,ip:count` into addresses and counts (every address a host name has).
+fn parse_overrides(text: &str) -> Result<HashMap<IpAddr, usize>, String> {
+    let mut out = HashMap::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (host, count) = entry.rsplit_once(':').ok_or_else(|| format!("{entry:?} is not host:count"))?;
+        let count: usize =
+            count.trim().parse().map_err(|_| format!("{entry:?}: the count is not a number"))?;
+        let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            out.insert(ip, count);
+            continue;
+        }
+        let addrs = (host, 0).to_socket_addrs().map_err(|e| format!("cannot resolve {host:?}: {e}"))?;
+        for a in addrs {
+            out.insert(a.ip(), count);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use std::collections::BTreeMap;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<ConnectionLimitsConfig, ConfigError> {
+        let raw: BTreeMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        BrokerConfig::from_map(raw).map(|c| c.connections)
+    }
+
+    #[test]
+    fn defaults_bound_request_memory_and_nothing_else() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c, ConnectionLimitsConfig::default());
+        assert_eq!(c.queued_max_request_bytes, Some(256 << 20));
+        assert_eq!(c.limit_for("127.0.0.1".parse().unwrap()), i32::MAX as usize);
+    }
+
+    #[test]
+    fn overrides_name_addresses_and_host_names() {
+        let c = parse(&[
+            ("max.connections.per.ip", "5"),
+            ("max.connections.per.ip.overrides", "127.0.0.2:7, localhost:9,[::2]:1"),
+            ("queued.max.request.bytes", "-1"),
+        ])
+        .unwrap();
+        assert_eq!(c.limit_for("127.0.0.2".parse().unwrap()), 7);
+        assert_eq!(c.limit_for("127.0.0.1".parse().unwrap()), 9, "localhost resolves to 127.0.0.1");
+        assert_eq!(c.limit_for("::2".parse().unwrap()), 1);
+        assert_eq!(c.limit_for("10.0.0.1".parse().unwrap()), 5);
+        assert_eq!(c.queued_max_request_bytes, None);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        for (k, v) in [
+            ("max.connections.per.ip.overrides", "127.0.0.1"),
+            ("max.connections.per.ip.overrides", "127.0.0.1:many"),
+            ("queued.max.request.bytes", "0"),
+            ("max.connections", "-1"),
+            ("connections.max.idle.ms", "0"),
+        ] {
+            let e = parse(&[(k, v)]).unwrap_err().to_string();
+            assert!(e.contains(k), "{e}");
+        }
+    }
+}

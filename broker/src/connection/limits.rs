@@ -1,0 +1,263 @@
+//! The broker's share-out of connections and request memory among clients.
+//!
+//! Connections: every client connection counts against `max.connections` (past it the
+//! listeners stop accepting, so new connections wait in the kernel's backlog, as in
+//! Kafka) and against its address's `max.connections.per.ip` (past it the connection is
+//! closed as soon as it is accepted).
+//!
+//! Request memory (`queued.max.request.bytes`, Kafka's memory pool): a connection takes
+//! a request's length from a broker-wide budget when it reads the length prefix, before
+//! it buffers the request's bytes, and gives it back once the request is handled. When
+//! the budget is used up the connection stops reading its socket (TCP backpressure)
+//! until memory is free. Requests larger than [`LARGE_REQUEST`] may hold at most
+//! [`LARGE_SHARE`] of the budget between them, so a flood of half-sent large produce
+//! requests leaves room for everyone else's ordinary requests; each is also bounded in
+//! time by `socket.request.receive.timeout.ms`.
+
+use crate::config::connections::ConnectionLimitsConfig;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+/// Requests above this size draw on the large requests' share of the budget too.
+pub const LARGE_REQUEST: usize = 8 * 1024 * 1024;
+
+/// The part of `queued.max.request.bytes` that large requests may hold together, as a
+/// fraction (numerator over 4).
+pub const LARGE_SHARE: usize = 3;
+
+/// Open connections, overall and by address.
+#[derive(Debug)]
+pub struct ConnectionLimits {
+    config: ConnectionLimitsConfig,
+    open: AtomicUsize,
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
+    closed: Notify,
+}
+
+/// Why a connection was closed at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyFromAddress {
+    /// The address's limit.
+    pub limit: usize,
+}
+
+/// Counts one open connection until dropped.
+#[derive(Debug)]
+pub struct ConnectionSlot {
+    limits: Arc<ConnectionLimits>,
+    ip: IpAddr,
+    counted: bool,
+}
+
+impl ConnectionLimits {
+    /// Limits as configured.
+    pub fn new(config: ConnectionLimitsConfig) -> Arc<ConnectionLimits> {
+        Arc::new(ConnectionLimits {
+            config,
+            open: AtomicUsize::new(0),
+            per_ip: Mutex::new(HashMap::new()),
+            closed: Notify::new(),
+        })
+    }
+
+    /// Waits until fewer than `max.connections` connections are open (the listener
+    /// accepts again then).
+    pub async fn wait_for_room(&self) {
+        loop {
+            let notified = self.closed.notified();
+            if self.open.load(Ordering::Acquire) < self.config.max_connections {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Admits a connection from `ip`; `counted` is false for connections exempt from
+    /// `max.connections` (the inter-broker listener when it is a listener of its own).
+    pub fn admit(self: &Arc<Self>, ip: IpAddr, counted: bool) -> Result<ConnectionSlot, TooManyFromAddress> {
+        let limit = self.config.limit_for(ip);
+        {
+            let mut per_ip = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+            let n = per_ip.entry(ip).or_insert(0);
+            if *n >= limit {
+                if *n == 0 {
+                    per_ip.remove(&ip);
+                }
+                return Err(TooManyFromAddress { limit });
+            }
+            *n += 1;
+        }
+        if counted {
+            self.open.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(ConnectionSlot { limits: self.clone(), ip, counted })
+    }
+
+    /// Connections counted against `max.connections`.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// The configured limits.
+    pub fn config(&self) -> &ConnectionLimitsConfig {
+        &self.config
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        {
+            let mut per_ip = self.limits.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = per_ip.get_mut(&self.ip) {
+                *n -= 1;
+                if *n == 0 {
+                    per_ip.remove(&self.ip);
+                }
+            }
+        }
+        if self.counted {
+            self.limits.open.fetch_sub(1, Ordering::AcqRel);
+            self.limits.closed.notify_waiters();
+        }
+    }
+}
+
+/// The broker-wide budget of request bytes (`queued.max.request.bytes`).
+#[derive(Debug)]
+pub struct RequestMemory {
+    capacity: usize,
+    large_capacity: usize,
+    all: Arc<Semaphore>,
+    large: Arc<Semaphore>,
+}
+
+/// Request bytes held until dropped.
+#[derive(Debug)]
+pub struct MemoryPermit {
+    _all: OwnedSemaphorePermit,
+    _large: Option<OwnedSemaphorePermit>,
+}
+
+impl RequestMemory {
+    /// A budget of `capacity` bytes.
+    pub fn new(capacity: usize) -> Arc<RequestMemory> {
+        let capacity = capacity.clamp(1, u32::MAX as usize);
+        let large_capacity = (capacity / 4 * LARGE_SHARE).max(1);
+        Arc::new(RequestMemory {
+            capacity,
+            large_capacity,
+            all: Arc::new(Semaphore::new(capacity)),
+            large: Arc::new(Semaphore::new(large_capacity)),
+        })
+    }
+
+    /// What a request of `size` bytes takes of the budget and of the large requests'
+    /// share: its size, up to that share for a large request (one larger than the share
+    /// is received alone among large requests, and leaves the rest to the others).
+    fn cost(&self, size: usize) -> (u32, Option<u32>) {
+        if size > LARGE_REQUEST {
+            let n = size.min(self.large_capacity) as u32;
+            return (n, Some(n));
+        }
+        (size.clamp(1, self.capacity) as u32, None)
+    }
+
+    /// The memory of a `size`-byte request if it is free now.
+    pub fn try_take(&self, size: usize) -> Option<MemoryPermit> {
+        let (all, large) = self.cost(size);
+        let large = match large {
+            Some(n) => Some(self.large.clone().try_acquire_many_owned(n).ok()?),
+            None => None,
+        };
+        let all = self.all.clone().try_acquire_many_owned(all).ok()?;
+        Some(MemoryPermit { _all: all, _large: large })
+    }
+
+    /// The memory of a `size`-byte request, waiting until it is free (in arrival order).
+    pub async fn take(&self, size: usize) -> MemoryPermit {
+        let (all, large) = self.cost(size);
+        let large = match large {
+            Some(n) => Some(self.large.clone().acquire_many_owned(n).await.expect("never closed")),
+            None => None,
+        };
+        let all = self.all.clone().acquire_many_owned(all).await.expect("never closed");
+        MemoryPermit { _all: all, _large: large }
+    }
+
+    /// Bytes of the budget (`MemoryPoolAvailable` + `MemoryPoolUsed`).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes of the budget not held by a request now (`MemoryPoolAvailable`).
+    pub fn available(&self) -> usize {
+        self.all.available_permits()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_requests_leave_a_quarter_for_the_others() {
+        let m = RequestMemory::new(64 << 20);
+        let a = m.try_take(100 << 20).expect("a request larger than the budget is taken alone");
+        assert!(m.try_take(9 << 20).is_none(), "large requests hold their whole share");
+        let small = m.try_take(1 << 20).expect("ordinary requests still fit");
+        assert_eq!(m.available(), (16 << 20) - (1 << 20));
+        drop(a);
+        assert!(m.try_take(9 << 20).is_some());
+        drop(small);
+    }
+
+    #[test]
+    fn memory_comes_back_when_the_permit_drops() {
+        let m = RequestMemory::new(1000);
+        let p = m.try_take(600).unwrap();
+        assert!(m.try_take(600).is_none());
+        drop(p);
+        assert_eq!(m.available(), 1000);
+        let zero = m.try_take(0).unwrap();
+        assert_eq!(m.available(), 999, "an empty request still takes a byte");
+        drop(zero);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_request_gets_its_memory_when_it_frees() {
+        let m = RequestMemory::new(1000);
+        let held = m.try_take(1000).unwrap();
+        let m2 = m.clone();
+        let waiter = tokio::spawn(async move { m2.take(500).await });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(held);
+        let _p = waiter.await.unwrap();
+        assert_eq!(m.available(), 500);
+    }
+
+    #[test]
+    fn per_address_limits_and_the_total() {
+        let config = ConnectionLimitsConfig {
+            max_connections: 3,
+            max_connections_per_ip: 2,
+            per_ip_overrides: [("127.0.0.2".parse().unwrap(), 0)].into_iter().collect(),
+            ..Default::default()
+        };
+        let limits = ConnectionLimits::new(config);
+        let one: IpAddr = "127.0.0.1".parse().unwrap();
+        let a = limits.admit(one, true).unwrap();
+        let _b = limits.admit(one, true).unwrap();
+        assert_eq!(limits.admit(one, true).unwrap_err(), TooManyFromAddress { limit: 2 });
+        assert!(limits.admit("127.0.0.2".parse().unwrap(), true).is_err(), "override of 0");
+        let _c = limits.admit("127.0.0.3".parse().unwrap(), true).unwrap();
+        let _exempt = limits.admit("127.0.0.4".parse().unwrap(), false).unwrap();
+        assert_eq!(limits.open(), 3);
+        drop(a);
+        assert_eq!(limits.open(), 2);
+        let _d = limits.admit(one, true).expect("room again for that address");
+    }
+}
