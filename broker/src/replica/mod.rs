@@ -10,6 +10,7 @@ mod fetch_read;
 pub mod hw_checkpoint;
 mod parked;
 mod partition;
+pub mod write_health;
 
 pub use apply::{apply_image, ReplicaChanges};
 pub use fetch_read::{ReadUpper, SENDFILE_MIN_BYTES};

@@ -102,6 +102,8 @@ pub struct Partition {
     hw_changed: Notify,
     /// The topic's counters, shared with its other partitions here.
     metrics: Arc<crate::metrics::TopicMetrics>,
+    /// Whether appends are failing (a full disk), for the operator's log.
+    write_health: super::write_health::WriteHealth,
 }
 
 impl Partition {
@@ -136,6 +138,7 @@ impl Partition {
             parked_followers: ParkedFetches::default(),
             hw_changed: Notify::new(),
             metrics,
+            write_health: Default::default(),
         }
     }
 
@@ -334,7 +337,11 @@ impl Partition {
         if !matches!(&*role, Role::Leader(_)) {
             return Err(AppendError::NotLeader);
         }
-        let info = self.log.append_with_origin(records, self.leader_epoch(), origin, now_ms)?;
+        let info = self
+            .log
+            .append_with_origin(records, self.leader_epoch(), origin, now_ms)
+            .map_err(|e| self.write_failed(e, now_ms))?;
+        self.write_health.succeeded(&self.topic, self.index, self.log.dir());
         if self.leader_only.load(Ordering::Acquire) {
             self.advance_high_watermark(self.log.log_end_offset());
         } else if let Role::Leader(state) = &*role {
@@ -480,9 +487,17 @@ impl Partition {
     /// As a follower: appends batches the leader sent, keeping their offsets and epochs.
     pub fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo, StorageError> {
         let role = self.read_role();
-        let info = self.log.append_as_follower(records)?;
+        let info =
+            self.log.append_as_follower(records).map_err(|e| self.write_failed(e, crate::clock::now_ms()))?;
         drop(role);
+        self.write_health.succeeded(&self.topic, self.index, self.log.dir());
         Ok(info)
+    }
+
+    /// Notes a failed append for the operator's log and hands the error back.
+    fn write_failed(&self, e: StorageError, now_ms: i64) -> StorageError {
+        self.write_health.failed(&self.topic, self.index, self.log.dir(), &e, now_ms);
+        e
     }
 
     /// As a follower: cuts the log back to `offset` (divergence from the leader); the
