@@ -57,6 +57,9 @@ pub enum StartError {
     /// The controller quorum could not start.
     #[error("controller quorum: {0}")]
     Quorum(String),
+    /// The data directory holds more segments than the open files limit allows.
+    #[error("{0}")]
+    OpenFilesLimit(String),
 }
 
 /// Everything request handlers share.
@@ -106,6 +109,7 @@ impl Broker {
         std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir { path: dir.clone(), source })?;
         let cluster_id = load_meta_properties(&dir, config.node_id)?;
         let bootstrap_records = crate::topics::import_single_node_store(&dir, config.node_id)?;
+        crate::limits::check_segments_fit(&dir).map_err(StartError::OpenFilesLimit)?;
         let logs = LogManager::open(
             &dir,
             config.topic_defaults.log_config(&Default::default()),

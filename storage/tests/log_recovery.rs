@@ -324,3 +324,29 @@ fn log_manager_discovers_logs_and_tracks_clean_shutdown() {
     assert!(!manager.had_clean_shutdown());
     assert_eq!(read_all(&manager.get("my-topic.v2", 0).unwrap())[2].value, Bytes::from("a-2"));
 }
+
+/// Descriptors this process holds on files under `dir`.
+fn open_descriptors_under(dir: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+#[test]
+fn a_log_holds_one_descriptor_per_segment_before_and_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let log = open(&root, true);
+    fill(&log, 100);
+    let segments = log.segment_base_offsets().len();
+    assert!(segments >= 5, "small_config rolls segments: {segments}");
+    assert_eq!(open_descriptors_under(&root), segments, "the log files only; indexes are mapped");
+    log.close().unwrap();
+    drop(log);
+    assert_eq!(open_descriptors_under(&root), 0);
+    let log = open(&root, true);
+    assert_eq!(open_descriptors_under(&root), segments);
+    assert_eq!(read_all(&log).len(), 200, "every record readable through the mapped indexes");
+}

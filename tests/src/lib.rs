@@ -85,12 +85,20 @@ pub struct BrokerProcess {
     tmp: tempfile::TempDir,
     extra_overrides: Vec<String>,
     starts: u32,
+    /// A command the binary is started under (`prlimit --nofile=...`), if any.
+    wrapper: Vec<String>,
 }
 
 impl BrokerProcess {
     /// Starts a broker with a fresh data directory and waits until it answers ApiVersions.
     /// `extra_overrides` are `key=value` strings passed as `--override key=value`.
     pub fn start(extra_overrides: &[&str]) -> Result<Self> {
+        BrokerProcess::start_wrapped(&[], extra_overrides)
+    }
+
+    /// As [`BrokerProcess::start`], with the binary started under `wrapper` (a command
+    /// and its arguments, such as `prlimit --nofile=400:400`).
+    pub fn start_wrapped(wrapper: &[&str], extra_overrides: &[&str]) -> Result<Self> {
         let bin = strata_bin()?;
         let tmp = tempfile::Builder::new().prefix("strata-e2e-").tempdir().context("creating temp dir")?;
         std::fs::create_dir_all(tmp.path().join("data"))?;
@@ -101,9 +109,35 @@ impl BrokerProcess {
             tmp,
             extra_overrides: extra_overrides.iter().map(|s| s.to_string()).collect(),
             starts: 0,
+            wrapper: wrapper.iter().map(|s| s.to_string()).collect(),
         };
         b.spawn()?;
         Ok(b)
+    }
+
+    /// Changes the command later starts run under (see [`BrokerProcess::start_wrapped`]).
+    pub fn set_wrapper(&mut self, wrapper: &[&str]) {
+        self.wrapper = wrapper.iter().map(|s| s.to_string()).collect();
+    }
+
+    /// Starts the binary again (as [`BrokerProcess::restart`]) without waiting for it to
+    /// be ready, and waits up to `timeout` for it to exit: its status, or `None` if it
+    /// is still running (for tests of refusals to start).
+    pub fn restart_expecting_exit(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
+        if self.child.is_some() {
+            bail!("restart while the broker is still running");
+        }
+        let mut cmd = self.command()?;
+        self.child = Some(cmd.spawn().with_context(|| format!("spawning {}", self.bin.display()))?);
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.try_wait()? {
+                self.child = None;
+                return Ok(Some(status));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(None)
     }
 
     /// The broker's process id while it runs.
@@ -172,10 +206,25 @@ impl BrokerProcess {
     }
 
     fn spawn(&mut self) -> Result<()> {
+        let mut cmd = self.command()?;
+        let child = cmd.spawn().with_context(|| format!("spawning {}", self.bin.display()))?;
+        self.child = Some(child);
+        self.wait_ready(READY_TIMEOUT)
+    }
+
+    /// The command of the next start, its output going to a new log file.
+    fn command(&mut self) -> Result<Command> {
         self.starts += 1;
         let log = File::create(self.log_path()).context("creating broker log file")?;
         let listener = format!("PLAINTEXT://127.0.0.1:{}", self.port);
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&self.bin);
+                c
+            }
+            None => Command::new(&self.bin),
+        };
         cmd.arg("--override")
             .arg("node.id=0")
             .arg("--override")
@@ -192,9 +241,7 @@ impl BrokerProcess {
             cmd.arg("--override").arg(o);
         }
         cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).current_dir(self.tmp.path());
-        let child = cmd.spawn().with_context(|| format!("spawning {}", self.bin.display()))?;
-        self.child = Some(child);
-        self.wait_ready(READY_TIMEOUT)
+        Ok(cmd)
     }
 
     /// Polls until a fresh connection gets a well-formed ApiVersions v0 answer, or fails with the

@@ -5,11 +5,66 @@
 use crate::broker::Broker;
 use std::sync::Arc;
 use std::time::Duration;
-use strata_protocol::messages::create_partitions::{CreatePartitionsRequest, CreatePartitionsResponse};
-use strata_protocol::{RequestBody, ResponseBody};
+use strata_protocol::messages::create_partitions::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopicResult,
+};
+use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 
-/// Handles CreatePartitions.
-pub async fn handle(broker: &Arc<Broker>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+/// Handles CreatePartitions. Growth that would not fit this broker's open files limit
+/// is refused with POLICY_VIOLATION before the controller sees it.
+pub async fn handle(broker: &Arc<Broker>, mut request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let refused = refuse_by_descriptors(broker, &mut request);
+    if request.topics.is_empty() {
+        return CreatePartitionsResponse { results: refused, ..Default::default() };
+    }
+    let mut response = grow(broker, request).await;
+    response.results.extend(refused);
+    response
+}
+
+/// Takes out of `request` the topics whose new partitions would not fit, returning
+/// their refusals.
+fn refuse_by_descriptors(
+    broker: &Broker,
+    request: &mut CreatePartitionsRequest,
+) -> Vec<CreatePartitionsTopicResult> {
+    let image = broker.metadata.current();
+    let mut refused = Vec::new();
+    let mut total = 0;
+    request.topics.retain(|t| {
+        let Some(topic) = image.topic(&t.name) else { return true };
+        let current = topic.partitions.len() as i64;
+        let added = i64::from(t.count) - current;
+        if added <= 0 {
+            return true;
+        }
+        let here = match t.assignments.as_ref().filter(|a| !a.is_empty()) {
+            Some(a) => a.iter().filter(|a| a.broker_ids.contains(&broker.config.node_id)).count() as u64,
+            None => {
+                let rf = topic.partitions.first().map_or(1, |p| p.replicas.len()) as i64;
+                super::forward::replicas_per_broker(broker, added, rf)
+            }
+        };
+        match crate::limits::refuse_new_partitions(total + here) {
+            Some(why) => {
+                tracing::warn!(topic = %t.name, reason = %why, "partitions refused");
+                refused.push(CreatePartitionsTopicResult {
+                    name: t.name.clone(),
+                    error_code: ErrorCode::PolicyViolation.code(),
+                    error_message: Some(why),
+                });
+                false
+            }
+            None => {
+                total += here;
+                true
+            }
+        }
+    });
+    refused
+}
+
+async fn grow(broker: &Arc<Broker>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let validate_only = request.validate_only;
     let wanted: Vec<(String, i32)> = request.topics.iter().map(|t| (t.name.clone(), t.count)).collect();
     let response = match super::forward::plain(broker, RequestBody::CreatePartitions(request)).await {

@@ -42,8 +42,73 @@ pub async fn to_controller(broker: &Broker, body: RequestBody, timeout_ms: i32) 
     }
 }
 
+/// Replicas of `partitions` new partitions with replication factor `rf` that land on one
+/// broker when spread over the active ones (the controller's placement is even).
+pub fn replicas_per_broker(broker: &Broker, partitions: i64, rf: i64) -> u64 {
+    let image = broker.metadata.current();
+    let brokers = image.brokers.values().filter(|b| b.is_active()).count().max(1) as i64;
+    let replicas = partitions.max(0) * rf.clamp(1, brokers);
+    (replicas + brokers - 1).div_euclid(brokers) as u64
+}
+
+/// Splits `topics` into those this broker's open files limit admits and the refusals
+/// of the others (POLICY_VIOLATION naming the limit, `crate::limits`). The limit of
+/// this broker stands for every broker's: the controller places replicas evenly.
+fn admit_by_descriptors(
+    broker: &Broker,
+    topics: Vec<CreatableTopic>,
+) -> (Vec<CreatableTopic>, Vec<CreatableTopicResult>) {
+    let mut admitted = Vec::with_capacity(topics.len());
+    let mut refused = Vec::new();
+    let mut total = 0;
+    for t in topics {
+        let here = if t.assignments.is_empty() {
+            let partitions =
+                if t.num_partitions < 0 { broker.config.num_partitions } else { t.num_partitions };
+            let rf = if t.replication_factor < 0 {
+                broker.config.default_replication_factor
+            } else {
+                t.replication_factor
+            };
+            replicas_per_broker(broker, i64::from(partitions), i64::from(rf))
+        } else {
+            t.assignments.iter().filter(|a| a.broker_ids.contains(&broker.config.node_id)).count() as u64
+        };
+        match crate::limits::refuse_new_partitions(total + here) {
+            Some(why) => refused.push(CreatableTopicResult {
+                name: t.name.clone(),
+                error_code: ErrorCode::PolicyViolation.code(),
+                error_message: Some(why),
+                ..Default::default()
+            }),
+            None => {
+                total += here;
+                admitted.push(t);
+            }
+        }
+    }
+    (admitted, refused)
+}
+
 /// Creates topics through the controller and waits until they are applied here.
-pub async fn create_topics(broker: &Arc<Broker>, request: CreateTopicsRequest) -> CreateTopicsResponse {
+/// Topics whose partitions would not fit the open files limit are refused first.
+pub async fn create_topics(broker: &Arc<Broker>, mut request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let (admitted, refused) = admit_by_descriptors(broker, std::mem::take(&mut request.topics));
+    request.topics = admitted;
+    if !refused.is_empty() {
+        for r in &refused {
+            tracing::warn!(topic = %r.name, reason = r.error_message.as_deref().unwrap_or(""), "topic refused");
+        }
+    }
+    if request.topics.is_empty() {
+        return CreateTopicsResponse { topics: refused, ..Default::default() };
+    }
+    let mut response = create_admitted_topics(broker, request).await;
+    response.topics.extend(refused);
+    response
+}
+
+async fn create_admitted_topics(broker: &Arc<Broker>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let names: Vec<String> = request.topics.iter().map(|t| t.name.clone()).collect();
     let validate_only = request.validate_only;
     let timeout_ms = request.timeout_ms;

@@ -1,4 +1,10 @@
 //! A file of fixed-size entries, memory-mapped read-write, shared by both index kinds.
+//!
+//! The file descriptor is closed once the file is mapped (the mapping keeps the file
+//! alive), as Kafka does: a partition's segments then cost one descriptor each (the log
+//! file), not three, so a broker within its open-files limit stays within it across
+//! restarts. Resizing (on roll and when the active segment is reopened) opens the file
+//! again for the length change.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -11,7 +17,6 @@ use crate::error::{IoOp, Result, StorageError};
 /// may extend further (preallocation) up to `capacity` entries.
 pub(crate) struct IndexFile {
     path: PathBuf,
-    file: File,
     mmap: Option<MmapMut>,
     entry_size: usize,
     entries: usize,
@@ -46,7 +51,6 @@ impl IndexFile {
         let len = file.metadata().map_err(|e| StorageError::io(IoOp::Metadata, path, 0, e))?.len();
         let mut index = IndexFile {
             path: path.to_path_buf(),
-            file,
             mmap: None,
             entry_size,
             entries: 0,
@@ -54,15 +58,15 @@ impl IndexFile {
             ragged: len % entry_size as u64 != 0,
         };
         if len == 0 {
-            index.resize(u64::from(preallocate_bytes))?;
+            index.resize_open(&file, u64::from(preallocate_bytes))?;
         } else {
-            index.map(len)?;
+            index.map(&file, len)?;
             index.entries = index.capacity;
         }
         Ok(index)
     }
 
-    fn map(&mut self, len: u64) -> Result<()> {
+    fn map(&mut self, file: &File, len: u64) -> Result<()> {
         let entries = usize::try_from(len).unwrap_or(usize::MAX) / self.entry_size;
         self.capacity = entries;
         self.mmap = None;
@@ -72,7 +76,7 @@ impl IndexFile {
         // SAFETY: the file is owned by this process's log and never truncated below the
         // mapped length while mapped (resize() drops the mapping first); other processes
         // are not expected to modify files in a log directory.
-        let mmap = unsafe { memmap2::MmapOptions::new().len(entries * self.entry_size).map_mut(&self.file) }
+        let mmap = unsafe { memmap2::MmapOptions::new().len(entries * self.entry_size).map_mut(file) }
             .map_err(|e| StorageError::io(IoOp::Map, &self.path, 0, e))?;
         self.mmap = Some(mmap);
         Ok(())
@@ -81,10 +85,19 @@ impl IndexFile {
     /// Changes the file length to `bytes` rounded down to whole entries and remaps it;
     /// entries beyond the new capacity are dropped.
     pub(crate) fn resize(&mut self, bytes: u64) -> Result<()> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(|e| StorageError::io(IoOp::Open, &self.path, 0, e))?;
+        self.resize_open(&file, bytes)
+    }
+
+    fn resize_open(&mut self, file: &File, bytes: u64) -> Result<()> {
         let len = bytes - bytes % self.entry_size as u64;
         self.mmap = None;
-        self.file.set_len(len).map_err(|e| StorageError::io(IoOp::SetLen, &self.path, len, e))?;
-        self.map(len)?;
+        file.set_len(len).map_err(|e| StorageError::io(IoOp::SetLen, &self.path, len, e))?;
+        self.map(file, len)?;
         self.entries = self.entries.min(self.capacity);
         self.ragged = false;
         Ok(())
