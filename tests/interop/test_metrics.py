@@ -172,6 +172,13 @@ def test_cluster_metrics_show_under_replication_and_isr_changes(cluster_factory)
     wait_until(lambda: samples(leader)["kafka_server_replicamanager_underreplicatedpartitions"] >= 1 or None,
                30, "the leader reports the partition under-replicated")
     assert samples(leader)["kafka_server_replicamanager_isrshrinks_total"] >= shrinks + 1
+    # Records written while the follower is down put it that far behind, in the leader's view.
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "1"})
+    for i in range(10):
+        p.produce(topic, value=f"v{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    lag = f'kafka_server_replicamanager_followerlag{{topic="{topic}",partition="0",replica="{follower}"}}'
+    assert samples(leader)[lag] >= 10
 
     expands = samples(leader)["kafka_server_replicamanager_isrexpands_total"]
     c.start_node(follower)
@@ -179,6 +186,7 @@ def test_cluster_metrics_show_under_replication_and_isr_changes(cluster_factory)
     wait_until(lambda: samples(leader)["kafka_server_replicamanager_underreplicatedpartitions"] == 0 or None,
                30, "under-replication cleared")
     assert samples(leader)["kafka_server_replicamanager_isrexpands_total"] >= expands + 1
+    wait_until(lambda: samples(leader)[lag] == 0 or None, 30, "the returned follower caught up")
 
     # The leader's death elects another; the active controller counts the election.
     def elections_on_active():

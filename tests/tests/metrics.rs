@@ -283,10 +283,25 @@ async fn open_and_timed_out_transactions_show_in_metrics() {
     assert_eq!(value(&s, aborts), Some(0.0), "no transaction timed out yet");
     let empty = "kafka_coordinator_transaction_transactionstatemanager_numtransactions{state=\"Empty\"}";
     assert_eq!(value(&s, empty), Some(1.0), "the id is known and has no transaction");
+    // Two committed records, and a group that has read none of them.
+    let plain = Producer::new(ProducerConfig::new(&broker.addr().to_string())).await.expect("producer");
+    for v in ["a", "b"] {
+        plain.send(ProducerRecord::new("txn-metered").value(v)).await.expect("send").await.expect("acked");
+    }
+    plain.close().await.expect("close");
+    let client = strata_client::Client::connect(strata_client::ClientConfig::new(&broker.addr().to_string()))
+        .await
+        .expect("client");
+    let at_zero = BTreeMap::from([(TopicPartition::new("txn-metered", 0), OffsetAndMetadata::new(0))]);
+    client.admin().alter_group_offsets("g-stable", &at_zero).await.expect("commit offset 0");
     producer.begin_transaction().expect("begin");
     let delivery = producer.send(ProducerRecord::new("txn-metered").value("v")).await.expect("send");
     delivery.await.expect("delivered");
-    tokio::task::block_in_place(|| await_value(&metrics, ongoing, 1.0));
+    let s = tokio::task::block_in_place(|| await_value(&metrics, ongoing, 1.0));
+    // The open transaction's record counts in the lag, not in the stable lag.
+    let labels = "{consumergroup=\"g-stable\",topic=\"txn-metered\",partition=\"0\"}";
+    assert_eq!(value(&s, &format!("kafka_consumergroup_lag{labels}")), Some(3.0), "{s:?}");
+    assert_eq!(value(&s, &format!("kafka_consumergroup_lag_stable{labels}")), Some(2.0), "{s:?}");
     // Left open, the transaction outlives its 1 s timeout and the coordinator aborts it.
     let s = tokio::task::block_in_place(|| await_value(&metrics, aborts, 1.0));
     assert_eq!(value(&s, ongoing), Some(0.0), "{s:?}");

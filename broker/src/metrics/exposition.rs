@@ -227,6 +227,23 @@ impl Scrape {
             "High watermark of partitions led here.",
             leaders.iter().map(|p| (labels(p), p.high_watermark())),
         )?;
+        let mut lag = Vec::new();
+        for p in &leaders {
+            let leo = p.log.log_end_offset();
+            for (replica, follower_leo) in p.follower_log_end_offsets() {
+                let behind = if follower_leo < 0 { leo } else { (leo - follower_leo).max(0) };
+                lag.push((
+                    [
+                        ("topic", p.topic.to_string()),
+                        ("partition", p.index.to_string()),
+                        ("replica", replica.to_string()),
+                    ],
+                    behind,
+                ));
+            }
+        }
+        let h = "Messages a follower is behind the leader's log end offset, as of its last fetch (Strata's own, on the leader).";
+        gauges(enc, "kafka_server_replicamanager_followerlag", h, lag)?;
         gauge(
             enc,
             "kafka_server_replicamanager_partitioncount",
@@ -295,6 +312,7 @@ impl Scrape {
         let h = "Rebalances started by this coordinator since the broker started.";
         counter(enc, "kafka_server_group_coordinator_metrics_group_rebalance", h, groups.rebalances)?;
         let mut lag = Vec::new();
+        let mut stable_lag = Vec::new();
         let mut current = Vec::new();
         for (group, topic, partition, committed) in &groups.committed {
             let Some(p) = self.broker.replicas.get(topic, *partition).filter(|p| p.is_leader()) else {
@@ -306,8 +324,11 @@ impl Scrape {
                 ("partition", partition.to_string()),
             ];
             lag.push((labels.clone(), (p.high_watermark() - committed).max(0)));
+            stable_lag.push((labels.clone(), (p.last_stable_offset() - committed).max(0)));
             current.push((labels, *committed));
         }
+        let h = "Last stable offset minus the group's committed offset: the lag a read_committed consumer can close (Strata's own).";
+        gauges(enc, "kafka_consumergroup_lag_stable", h, stable_lag)?;
         let h = "Committed offset of a group (kafka-exporter's name).";
         gauges(enc, "kafka_consumergroup_current_offset", h, current)?;
         let h = "High watermark minus the group's committed offset, for partitions led here.";

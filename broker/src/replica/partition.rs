@@ -355,6 +355,15 @@ impl Partition {
         Ok(info)
     }
 
+    /// While leading: each follower's log end offset as of its last fetch (-1 before
+    /// its first), by node id; empty otherwise.
+    pub fn follower_log_end_offsets(&self) -> Vec<(i32, i64)> {
+        let role = self.read_role();
+        let Role::Leader(state) = &*role else { return Vec::new() };
+        let l = state.lock().unwrap_or_else(|p| p.into_inner());
+        l.followers.iter().map(|(id, f)| (*id, f.log_end_offset)).collect()
+    }
+
     /// Records a follower's fetch at `fetch_offset` (its log end offset) answered with
     /// the leader's log end offset `leader_leo`; moves the high watermark and returns an
     /// ISR expansion to propose, if the follower caught up. `eligible(node, broker
