@@ -4,7 +4,8 @@
 # aiokafka, kafkajs, kcat).
 #
 # Installs what the tests need first, idempotently (fast when already there):
-#   - kcat and prometheus (promtool) (Debian packages), and node/npm or python3-venv if missing;
+#   - kcat, prometheus (promtool), burrow and zookeeper (Debian packages), and node/npm or
+#     python3-venv if missing;
 #   - a Python venv at .venv with tests/interop/requirements.txt;
 #   - tests/interop/js/node_modules via `npm ci` (package-lock.json is committed).
 #
@@ -43,6 +44,11 @@ install_deps() {
     if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
         log "installing prometheus and promtool (apt)"
         apt_install prometheus || return 1
+    fi
+    # Burrow (with the ZooKeeper it needs for itself) checks group lag in tests/interop/test_burrow.py.
+    if ! command -v Burrow >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ]; then
+        log "installing burrow and zookeeper (apt)"
+        apt_install burrow zookeeper || return 1
     fi
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         log "installing nodejs and npm (apt)"

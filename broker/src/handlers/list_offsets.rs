@@ -1,5 +1,10 @@
 //! ListOffsets (2): earliest, latest, max-timestamp, or the first offset at or after a
 //! timestamp, per partition, from the partition's leader.
+//!
+//! Version 0 (still what older sarama-based tools such as Burrow send) answers with the
+//! same one offset in `old_style_offsets` (none if `max_num_offsets` is 0 or nothing is
+//! found); Kafka's v0 could list several segment base offsets before a timestamp, which
+//! no client we know relies on.
 
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
@@ -13,7 +18,7 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 
 /// Handles ListOffsets.
-pub fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsResponse {
+pub fn handle(broker: &Broker, version: i16, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let topics = request
         .topics
         .into_iter()
@@ -68,6 +73,9 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsRespon
                     }
                     if matches!(lp.timestamp, LATEST | EARLIEST | EARLIEST_LOCAL) {
                         r.leader_epoch = epoch;
+                    }
+                    if version == 0 && r.offset >= 0 && lp.max_num_offsets > 0 {
+                        r.old_style_offsets = vec![r.offset];
                     }
                     r
                 })

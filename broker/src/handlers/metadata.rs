@@ -6,8 +6,10 @@
 
 use crate::broker::Broker;
 use crate::connection::RequestContext;
+use crate::internal_topics::CONSUMER_OFFSETS;
 use crate::metadata::{MetadataImage, TopicImage};
 use crate::topics::validate_topic_name;
+use crate::txn_service::TRANSACTION_STATE;
 use std::sync::Arc;
 use strata_protocol::messages::metadata::{
     MetadataRequest, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
@@ -38,8 +40,26 @@ pub async fn handle(
             .filter_map(|t| t.name.clone())
             .filter(|n| image.topic(n).is_none() && validate_topic_name(n).is_ok())
             .collect();
+        // The coordinators' topics are created as their coordinators create them
+        // (offsets.topic.num.partitions, compacted, ...), never with the defaults of
+        // ordinary topics, as Kafka's auto-creation does: a lag checker that asks for
+        // __consumer_offsets before any group exists must not get a one-partition topic.
+        let (internal, missing): (Vec<String>, Vec<String>) =
+            missing.into_iter().partition(|n| n == CONSUMER_OFFSETS || n == TRANSACTION_STATE);
+        for name in &internal {
+            let created = if name == CONSUMER_OFFSETS {
+                broker.groups().ensure_topic().await
+            } else {
+                broker.transactions().ensure_topic().await
+            };
+            if let Err(code) = created {
+                failed.push((name.clone(), code));
+            }
+        }
         if !missing.is_empty() {
-            failed = crate::handlers::forward::auto_create(broker, &missing).await;
+            failed.extend(crate::handlers::forward::auto_create(broker, &missing).await);
+        }
+        if !missing.is_empty() || !internal.is_empty() {
             image = broker.metadata.current();
         }
     }

@@ -49,7 +49,7 @@ pub const SERVED: &[Served] = &[
     // answered with UNSUPPORTED_VERSION, as Kafka 4 does (KIP-896).
     Served { api: ApiKey::Produce, min: 0, max: 10 },
     Served { api: ApiKey::Fetch, min: 4, max: 16 },
-    Served { api: ApiKey::ListOffsets, min: 1, max: 7 },
+    Served { api: ApiKey::ListOffsets, min: 0, max: 7 },
     Served { api: ApiKey::OffsetForLeaderEpoch, min: 0, max: 4 },
     Served { api: ApiKey::Metadata, min: 0, max: 12 },
     Served { api: ApiKey::ApiVersions, min: 0, max: 3 },
@@ -146,7 +146,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
             produce::Reply::Close => return Outcome::Close,
         },
         RequestBody::Fetch(r) => fetch::handle(broker, version, r).await.into(),
-        RequestBody::ListOffsets(r) => list_offsets::handle(broker, r).into(),
+        RequestBody::ListOffsets(r) => list_offsets::handle(broker, version, r).into(),
         RequestBody::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, r).into(),
         RequestBody::CreateTopics(r) => create_topics::handle(broker, version, r).await.into(),
         RequestBody::DeleteTopics(r) => delete_topics::handle(broker, version, r).await.into(),
