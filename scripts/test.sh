@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Strata test: builds the release broker, runs all Rust tests, then the pytest interop
-# suite (tests/interop) against the real binary with real clients (confluent-kafka, kafka-python,
+# suite (tests/interop) and the CI subset of librdkafka's own test suite
+# (scripts/librdkafka-suite.sh) against the real binary with real clients (confluent-kafka, kafka-python,
 # aiokafka, kafkajs, kcat).
 #
 # Installs what the tests need first, idempotently (fast when already there):
@@ -127,8 +128,16 @@ else
     FAILED+=("interop (not run: build or install failed)")
 fi
 
+# librdkafka's own test suite, its CI subset (tests/librdkafka/quick.txt; the whole of it is
+# `scripts/librdkafka-suite.sh --full`). Builds librdkafka from the rdkafka-sys crate's source.
+if [ "$BUILD_OK" = 1 ]; then
+    step librdkafka scripts/librdkafka-suite.sh
+else
+    FAILED+=("librdkafka (not run: build failed)")
+fi
+
 log "summary (total $(( $(now) - T_START ))s)"
-for k in install build cargo-test interop; do
+for k in install build cargo-test interop librdkafka; do
     [ -n "${TOOK[$k]:-}" ] && printf '  %-11s %5ss\n' "$k" "${TOOK[$k]}"
 done
 if [ ${#FAILED[@]} -gt 0 ]; then

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from broker import free_port
-from util import unique_topic, wait_until
+from util import stop_processes, unique_topic, wait_until
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
 
@@ -34,15 +34,6 @@ def _zookeeper_ok(port: int):
             return s.recv(64).startswith(b"Zookeeper version") or None
     except OSError:
         return None
-
-
-def _stop(procs):
-    for p in procs:
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
 
 
 @pytest.fixture
@@ -119,7 +110,7 @@ min-distance=1
         return {(p["topic"], p["partition"]): p["current_lag"] for p in body["status"]["partitions"]}
 
     yield start, topics, lag
-    _stop(reversed(procs))
+    stop_processes(reversed(procs))
     for name in ("burrow.log", "zookeeper.log"):
         path = tmp_path / name
         if path.exists():

@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from broker import free_port
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from util import unique_topic, wait_until
+from util import stop_processes, unique_topic, wait_until
 
 DEADLINE_S = 30.0
 
@@ -58,12 +58,7 @@ def prometheus(tmp_path):
         return [float(s["value"][1]) for s in body["data"]["result"]]
 
     yield start, query
-    for p in procs:
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    stop_processes(procs)
     log_path = tmp_path / "prometheus.log"
     if log_path.exists():
         print(log_path.read_text()[-4000:])

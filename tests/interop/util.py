@@ -476,3 +476,14 @@ def kcat_read(bootstrap: str, topic: str, partition: int, count: int, *, start_o
                 headers.append((k, v.encode()))
         out.append(Got(partition, int(off_s), key, value, headers, int(ts_s)))
     return out
+
+
+def stop_processes(procs) -> None:
+    """SIGTERM each helper process (a Prometheus or Burrow server), SIGKILL what does not
+    exit within 10 s."""
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()

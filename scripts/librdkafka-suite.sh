@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# librdkafka's own test suite (the C client's tests/, run by its test-runner) against a
+# strata broker this script starts on loopback with num.partitions=4 (the suite's default
+# scenario expects auto-created topics of 4 partitions).
+#
+# The source is librdkafka as bundled in the rdkafka-sys crate from crates.io, fetched with
+# cargo into the local registry through a throwaway manifest under target/, copied into
+# target/librdkafka-suite/ and built there (libs and tests; about 1-2 minutes on 2 cores the
+# first time). Nothing of it is committed. Build dependencies come from apt when missing.
+#
+#   scripts/librdkafka-suite.sh              the CI subset (tests/librdkafka/quick.txt), a few minutes
+#   scripts/librdkafka-suite.sh --full       every test Strata is expected to pass
+#                                            (tests/librdkafka/full.txt), 30-50 minutes
+#   scripts/librdkafka-suite.sh 0011 0030    just these test numbers
+#
+# Each test number runs in a test-runner of its own (`TESTS=NNNN test-runner -p1 -E -L`,
+# plus -Q, quick mode, unless its list entry says `full`), under a timeout. One line per
+# test (PASS/FAIL, seconds), then a summary; logs stay in target/librdkafka-suite/runs/.
+# Exit status 0 when every test passed.
+#
+# Env: STRATA_BIN (default target/release/strata), RDKAFKA_SYS_VERSION (default 4.10.0,
+# librdkafka 2.12.1), LIBRDKAFKA_SUITE_TIMEOUT (per test, default 300 s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+LIST=tests/librdkafka/quick.txt
+ONLY=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --full) LIST=tests/librdkafka/full.txt; shift ;;
+        --quick) LIST=tests/librdkafka/quick.txt; shift ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        [0-9][0-9][0-9][0-9]) ONLY+=("$1"); shift ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+
+log() { printf '==> %s\n' "$*" >&2; }
+VERSION=${RDKAFKA_SYS_VERSION:-4.10.0}
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+WORK=$TARGET_DIR/librdkafka-suite
+SRC=$WORK/librdkafka
+RUNNER=$SRC/tests/test-runner
+STRATA=${STRATA_BIN:-$TARGET_DIR/release/strata}
+TIMEOUT=${LIBRDKAFKA_SUITE_TIMEOUT:-300}
+
+install_build_deps() {
+    local missing=()
+    for pkg in zlib1g-dev libzstd-dev liblz4-dev rapidjson-dev; do
+        dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+    done
+    command -v g++ >/dev/null 2>&1 || missing+=(g++)
+    command -v make >/dev/null 2>&1 || missing+=(make)
+    command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]} (apt)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+
+# The librdkafka directory of the registry copy of rdkafka-sys, fetched if missing.
+source_dir() {
+    local fetch=$WORK/fetch found
+    mkdir -p "$fetch/src"
+    printf '[package]\nname = "librdkafka-suite-fetch"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n[dependencies]\nrdkafka-sys = "=%s"\n' \
+        "$VERSION" >"$fetch/Cargo.toml"
+    [ -f "$fetch/src/main.rs" ] || echo 'fn main() {}' >"$fetch/src/main.rs"
+    cargo fetch --manifest-path "$fetch/Cargo.toml" >/dev/null 2>&1
+    found=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/rdkafka-sys-"$VERSION"+*/librdkafka 2>/dev/null | head -1)
+    [ -d "$found/tests" ] || { echo "rdkafka-sys $VERSION has no librdkafka/tests" >&2; exit 2; }
+    echo "$found"
+}
+
+build() {
+    local from stamp
+    from=$(source_dir)
+    stamp="$from configure --disable-ssl --disable-gssapi --disable-curl"
+    if [ -x "$RUNNER" ] && [ "$(cat "$WORK/.built" 2>/dev/null)" = "$stamp" ]; then
+        return
+    fi
+    install_build_deps
+    log "building librdkafka and its test-runner from $from"
+    rm -rf "$SRC"
+    mkdir -p "$WORK"
+    cp -r "$from" "$SRC"
+    (cd "$SRC" && ./configure --disable-ssl --disable-gssapi --disable-curl --no-download >"$WORK/configure.log" 2>&1 \
+        && make -j"$(nproc)" libs >"$WORK/make.log" 2>&1 \
+        && make -j"$(nproc)" -C tests build >>"$WORK/make.log" 2>&1) \
+        || { tail -30 "$WORK/make.log" "$WORK/configure.log" >&2 2>/dev/null; exit 2; }
+    echo "$stamp" >"$WORK/.built"
+}
+
+build
+[ -x "$STRATA" ] || { echo "no strata binary at $STRATA (cargo build --release -p strata-broker)" >&2; exit 2; }
+
+RUN=$WORK/runs/$(date +%Y%m%d-%H%M%S)-$$
+mkdir -p "$RUN/data"
+PORT=$(( 20000 + RANDOM % 40000 ))
+"$STRATA" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" --override "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT" \
+    --override "log.dirs=$RUN/data" --override num.partitions=4 --override metrics.listener= \
+    --override group.initial.rebalance.delay.ms=0 >"$RUN/strata.log" 2>&1 &
+BROKER=$!
+trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null || true' EXIT
+for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.05; done
+printf 'bootstrap.servers=127.0.0.1:%s\nbroker.address.family=v4\ntest.topic.prefix=strata_%s\n' \
+    "$PORT" "$(date +%s)" >"$RUN/test.conf"
+
+# "NNNN [full]" lines of the list (comments after #), or the numbers given.
+if [ ${#ONLY[@]} -gt 0 ]; then
+    entries=$(for t in "${ONLY[@]}"; do grep -E "^$t( |$)" tests/librdkafka/full.txt || echo "$t"; done | sed 's/#.*//')
+else
+    entries=$(sed 's/#.*//' "$LIST" | grep -E '^[0-9]{4}')
+fi
+pass=0 fail=0 failed=()
+start=$(date +%s)
+while read -r test mode _; do
+    [ -n "$test" ] || continue
+    flags="-p1 -E -L"
+    [ "$mode" = full ] || flags="$flags -Q"
+    t0=$(date +%s)
+    set +e
+    (cd "$SRC/tests" && env -u CI TESTS="$test" TEST_KAFKA_VERSION=3.9.0 RDKAFKA_TEST_CONF="$RUN/test.conf" \
+        LD_LIBRARY_PATH="$SRC/src:$SRC/src-cpp" timeout -k 10 "$TIMEOUT" ./test-runner $flags) >"$RUN/$test.log" 2>&1
+    rc=$?
+    set -e
+    secs=$(( $(date +%s) - t0 ))
+    if [ $rc = 0 ]; then
+        pass=$((pass + 1)); echo "PASS $test (${secs}s)"
+    else
+        fail=$((fail + 1)); failed+=("$test")
+        echo "FAIL $test (${secs}s, rc $rc): $(grep -m1 -E 'FAIL|Test failure' "$RUN/$test.log" | cut -c1-200)"
+    fi
+done <<<"$entries"
+echo "librdkafka suite: $pass passed, $fail failed in $(( $(date +%s) - start ))s (logs in $RUN)"
+if ! kill -0 $BROKER 2>/dev/null; then
+    echo "the broker died during the run; its log: $RUN/strata.log" >&2
+    exit 1
+fi
+[ $fail = 0 ] || { echo "failed: ${failed[*]}" >&2; exit 1; }
