@@ -79,6 +79,8 @@ pub struct Broker {
     pub fetchers: FetcherManager,
     /// Open client connections against `max.connections` and `max.connections.per.ip`.
     pub connection_limits: Arc<crate::connection::limits::ConnectionLimits>,
+    /// Incremental fetch sessions (KIP-227).
+    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// The budget of request bytes in memory (`queued.max.request.bytes`; `None`: unbounded).
     pub request_memory: Option<Arc<crate::connection::limits::RequestMemory>>,
     /// The cluster id from `meta.properties`, until the quorum's is known.
@@ -125,6 +127,7 @@ impl Broker {
             replicas,
             fetchers: FetcherManager::default(),
             connection_limits: crate::connection::limits::ConnectionLimits::new(config.connections.clone()),
+            fetch_sessions: crate::fetch_session::FetchSessionCache::new(config.fetch_session_slots),
             request_memory: config
                 .connections
                 .queued_max_request_bytes

@@ -12,6 +12,7 @@ pub mod connection;
 pub mod controller;
 mod coordinator_leadership;
 pub mod errors;
+pub mod fetch_session;
 pub mod group;
 pub mod group_service;
 pub mod handlers;

@@ -100,6 +100,8 @@ pub struct BrokerConfig {
     pub rack: Option<String>,
     /// `queued.max.requests`: requests read ahead per connection.
     pub queued_max_requests: usize,
+    /// `max.incremental.fetch.session.cache.slots` (1000): fetch sessions kept (KIP-227).
+    pub fetch_session_slots: usize,
     /// Connection counts and request memory (`max.connections`, `queued.max.request.bytes`, ...).
     pub connections: connections::ConnectionLimitsConfig,
     /// Broker-level defaults of topic configs (`log.segment.bytes`, ...), by topic key.
@@ -199,6 +201,8 @@ impl BrokerConfig {
             p.int_in("log.flush.scheduler.interval.ms", i64::MAX, 1, i64::MAX)?;
         let queued_max_requests = p.int_in("queued.max.requests", 500, 1, 100_000)? as usize;
         let connections = connections::ConnectionLimitsConfig::parse(&mut p)?;
+        let fetch_session_slots =
+            p.int_in("max.incremental.fetch.session.cache.slots", 1000, 0, i64::from(i32::MAX))? as usize;
         let cluster_id = p.opt_string("cluster.id");
         let rack = p.opt_string("broker.rack");
         let transaction_two_phase_commit_enable = p.bool("transaction.two.phase.commit.enable", false)?;
@@ -228,6 +232,7 @@ impl BrokerConfig {
             rack,
             queued_max_requests,
             connections,
+            fetch_session_slots,
             topic_defaults,
             transaction_two_phase_commit_enable,
             cluster,

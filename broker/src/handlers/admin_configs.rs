@@ -40,6 +40,7 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("max.connections.per.ip.overrides", ""),
     ("connections.max.idle.ms", "600000"),
     ("socket.request.receive.timeout.ms", "60000"),
+    ("max.incremental.fetch.session.cache.slots", "1000"),
 ];
 
 /// Handles DescribeConfigs.

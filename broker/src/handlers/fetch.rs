@@ -10,11 +10,13 @@
 //! follower's log against its own and answers a `DivergingEpoch` instead of data when
 //! they differ, so the follower truncates before it appends.
 //!
-//! Fetch sessions (KIP-227) are not kept: every request is answered as a full fetch
-//! with session id 0, which tells clients to keep sending full requests.
+//! Fetch sessions (KIP-227): a consumer's request naming a session is turned into the
+//! full request the session stands for, answered as any other, and the answer cut down
+//! to what changed (`crate::fetch_session`). Followers fetch without sessions.
 
 use crate::broker::{unhosted_error, Broker};
 use crate::errors::storage_error_code;
+use crate::fetch_session::SessionPlan;
 use crate::metadata::MetadataImage;
 use crate::replica::{Partition, ReadError, ReadUpper};
 use std::sync::Arc;
@@ -38,14 +40,28 @@ struct Fetcher {
 
 /// Handles a Fetch request.
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> FetchResponse {
-    if request.session_epoch > 0 || request.session_id != 0 {
-        // We never hand out sessions, so an incremental fetch names one we do not have.
-        return FetchResponse {
-            error_code: ErrorCode::FetchSessionIdNotFound.code(),
-            session_id: 0,
-            ..Default::default()
-        };
+    let follower =
+        if version >= 15 { request.replica_state.replica_id >= 0 } else { request.replica_id >= 0 };
+    match broker.fetch_sessions.begin(version, &request, follower) {
+        SessionPlan::Sessionless => fetch(broker, version, request).await,
+        SessionPlan::Refuse(code) => {
+            FetchResponse { error_code: code.code(), session_id: 0, ..Default::default() }
+        }
+        SessionPlan::Full { id } => {
+            let mut response = fetch(broker, version, request).await;
+            broker.fetch_sessions.finish(id, version, &mut response, false);
+            response
+        }
+        SessionPlan::Incremental { id, request } => {
+            let mut response = fetch(broker, version, request).await;
+            broker.fetch_sessions.finish(id, version, &mut response, true);
+            response
+        }
     }
+}
+
+/// Answers `request` in full: every partition it names.
+async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> FetchResponse {
     let fetcher = if version >= 15 {
         Fetcher {
             replica_id: request.replica_state.replica_id,

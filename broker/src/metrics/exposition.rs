@@ -190,6 +190,13 @@ impl Scrape {
             "Open client connections.",
             connections,
         )?;
+        let (sessions, cached, evictions) = self.broker.fetch_sessions.stats();
+        let h = "Incremental fetch sessions open (KIP-227).";
+        gauge(enc, "kafka_server_fetchsessioncache_numincrementalfetchsessions", h, sessions as i64)?;
+        let h = "Partitions held by the incremental fetch sessions.";
+        gauge(enc, "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", h, cached as i64)?;
+        let h = "Fetch sessions evicted to make room for new ones.";
+        counter(enc, "kafka_server_fetchsessioncache_incrementalfetchsessionevictions", h, evictions)?;
         let Some(memory) = &self.broker.request_memory else { return Ok(()) };
         let available = memory.available() as i64;
         let h = "Bytes of queued.max.request.bytes not held by requests being received or handled.";
