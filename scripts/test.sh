@@ -5,8 +5,8 @@
 # aiokafka, kafkajs, kcat).
 #
 # Installs what the tests need first, idempotently (fast when already there):
-#   - kcat, prometheus (promtool), burrow and zookeeper (Debian packages), and node/npm or
-#     python3-venv if missing;
+#   - kcat, prometheus (promtool), burrow and zookeeper, Go and sarama (Debian packages), and
+#     node/npm or python3-venv if missing;
 #   - a Python venv at .venv with tests/interop/requirements.txt;
 #   - tests/interop/js/node_modules via `npm ci` (package-lock.json is committed).
 #
@@ -50,6 +50,11 @@ install_deps() {
     if ! command -v Burrow >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ]; then
         log "installing burrow and zookeeper (apt)"
         apt_install burrow zookeeper || return 1
+    fi
+    # Go's sarama client in tests/interop/test_go_clients.py, built with Debian's Go.
+    if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/Shopify/sarama ]; then
+        log "installing golang-go and sarama (apt)"
+        apt_install golang-go golang-github-shopify-sarama-dev || return 1
     fi
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         log "installing nodejs and npm (apt)"

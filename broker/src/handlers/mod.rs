@@ -68,7 +68,7 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::SyncGroup, min: 0, max: 5 },
     Served { api: ApiKey::Heartbeat, min: 0, max: 4 },
     Served { api: ApiKey::LeaveGroup, min: 0, max: 5 },
-    Served { api: ApiKey::OffsetCommit, min: 2, max: 9 },
+    Served { api: ApiKey::OffsetCommit, min: 0, max: 9 },
     Served { api: ApiKey::OffsetFetch, min: 1, max: 9 },
     Served { api: ApiKey::ListGroups, min: 0, max: 5 },
     Served { api: ApiKey::DescribeGroups, min: 0, max: 5 },
