@@ -69,14 +69,12 @@ struct Session {
     /// The epoch the next request must carry.
     next_epoch: i32,
     last_used: Instant,
-    /// Partitions in fetch order: by (topic order, partition order). Partitions that
-    /// returned records move to the end (their topic too), so a fetch that runs out of
-    /// `max_bytes` does not starve the same partitions every time (as Kafka rotates).
-    partitions: BTreeMap<(u64, u64), SessionPartition>,
-    /// Where each partition is in that order.
-    index: HashMap<(TopicKey, i32), (u64, u64)>,
-    /// The order key of each topic, so its partitions stay together.
-    topic_order: HashMap<TopicKey, u64>,
+    /// Partitions in fetch order. Partitions that returned records move to the end, so a
+    /// fetch that runs out of `max_bytes` does not starve the same partitions every time
+    /// (as Kafka rotates); a topic is fetched where its first partition in this order is.
+    partitions: BTreeMap<u64, SessionPartition>,
+    /// Where each partition is in that order, by topic.
+    index: HashMap<TopicKey, HashMap<i32, u64>>,
     next_order: u64,
 }
 
@@ -87,7 +85,6 @@ impl Session {
             last_used: now,
             partitions: BTreeMap::new(),
             index: HashMap::new(),
-            topic_order: HashMap::new(),
             next_order: 0,
         }
     }
@@ -98,22 +95,14 @@ impl Session {
     }
 
     fn upsert(&mut self, key: TopicKey, topic: &FetchTopic, fp: &FetchPartition) {
-        if let Some(at) = self.index.get(&(key.clone(), fp.partition)) {
+        if let Some(at) = self.index.get(&key).and_then(|t| t.get(&fp.partition)) {
             if let Some(p) = self.partitions.get_mut(at) {
                 p.fetch = fp.clone();
             }
             return;
         }
-        let topic_order = match self.topic_order.get(&key) {
-            Some(o) => *o,
-            None => {
-                let o = self.next();
-                self.topic_order.insert(key.clone(), o);
-                o
-            }
-        };
-        let at = (topic_order, self.next());
-        self.index.insert((key.clone(), fp.partition), at);
+        let at = self.next();
+        self.index.entry(key.clone()).or_default().insert(fp.partition, at);
         self.partitions.insert(
             at,
             SessionPartition {
@@ -127,55 +116,41 @@ impl Session {
     }
 
     fn forget(&mut self, key: &TopicKey, partition: i32) {
-        if let Some(at) = self.index.remove(&(key.clone(), partition)) {
+        let Some(topic) = self.index.get_mut(key) else { return };
+        if let Some(at) = topic.remove(&partition) {
             self.partitions.remove(&at);
-            if !self.index.keys().any(|(k, _)| k == key) {
-                self.topic_order.remove(key);
-            }
+        }
+        if topic.is_empty() {
+            self.index.remove(key);
         }
     }
 
-    /// Moves the partitions in `served` (which returned records) to the end of the
-    /// order, their topics with them.
+    /// Moves the partitions in `served` (which returned records) to the end of the order.
     fn rotate(&mut self, served: &[(TopicKey, i32)]) {
-        let mut topics: Vec<&TopicKey> = Vec::new();
-        for (k, _) in served {
-            if !topics.contains(&k) {
-                topics.push(k);
-            }
-        }
-        for key in topics {
-            let new_topic = self.next();
-            self.topic_order.insert(key.clone(), new_topic);
-            let mut members: Vec<((u64, u64), i32)> =
-                self.index.iter().filter(|((k, _), _)| k == key).map(|((_, p), at)| (*at, *p)).collect();
-            members.sort();
-            // Unserved partitions keep their relative order, served ones go last.
-            let (stay, go): (Vec<_>, Vec<_>) =
-                members.into_iter().partition(|(_, p)| !served.iter().any(|(k, sp)| k == key && sp == p));
-            for (at, p) in stay.into_iter().chain(go) {
-                let Some(entry) = self.partitions.remove(&at) else { continue };
-                let to = (new_topic, self.next());
-                self.index.insert((key.clone(), p), to);
-                self.partitions.insert(to, entry);
-            }
+        for (key, partition) in served {
+            let to = self.next();
+            let Some(slot) = self.index.get_mut(key).and_then(|t| t.get_mut(partition)) else { continue };
+            let Some(entry) = self.partitions.remove(slot) else { continue };
+            *slot = to;
+            self.partitions.insert(to, entry);
         }
     }
 
-    /// The full request this session stands for, with `template`'s other fields.
+    /// The full request this session stands for, with `template`'s other fields: each
+    /// topic once, where its first partition comes in the order.
     fn full_request(&self, template: &FetchRequest) -> FetchRequest {
         let mut topics: Vec<FetchTopic> = Vec::new();
-        let mut last: Option<u64> = None;
-        for ((order, _), p) in &self.partitions {
-            if last != Some(*order) {
+        let mut at: HashMap<&TopicKey, usize> = HashMap::new();
+        for p in self.partitions.values() {
+            let i = *at.entry(&p.key).or_insert_with(|| {
                 topics.push(FetchTopic {
                     topic: p.topic.clone(),
                     topic_id: p.topic_id,
                     partitions: Vec::new(),
                 });
-                last = Some(*order);
-            }
-            topics.last_mut().expect("pushed above").partitions.push(p.fetch.clone());
+                topics.len() - 1
+            });
+            topics[i].partitions.push(p.fetch.clone());
         }
         FetchRequest { topics, forgotten_topics_data: Vec::new(), ..template.clone() }
     }
@@ -303,8 +278,9 @@ impl FetchSessionCache {
         let mut served = Vec::new();
         for topic in &mut response.responses {
             let key = TopicKey::of(version, &topic.topic, topic.topic_id);
+            let Some(slots) = session.index.get(&key) else { continue };
             topic.partitions.retain(|pd| {
-                let Some(at) = session.index.get(&(key.clone(), pd.partition_index)).copied() else {
+                let Some(at) = slots.get(&pd.partition_index).copied() else {
                     return true;
                 };
                 let Some(p) = session.partitions.get_mut(&at) else { return true };
@@ -501,7 +477,16 @@ mod tests {
             .iter()
             .flat_map(|t| t.partitions.iter().map(|p| (t.topic.clone(), p.partition)))
             .collect();
-        assert_eq!(order, vec![("b".into(), 0), ("a".into(), 1), ("a".into(), 2), ("a".into(), 0)]);
+        // a-0 moved behind a's other partitions; the topic is where its first partition is.
+        assert_eq!(order, vec![("a".into(), 1), ("a".into(), 2), ("a".into(), 0), ("b".into(), 0)]);
+        // Once a-1 and a-2 are served too, b comes first.
+        let mut r = answer(&whole, |t, p| (2, t == "a" && p != 0));
+        cache.finish(id, V, &mut r, true);
+        let SessionPlan::Incremental { request: whole, .. } = cache.begin(V, &request(id, 2, &[]), false)
+        else {
+            panic!()
+        };
+        assert_eq!(whole.topics[0].topic, "b");
     }
 
     #[test]

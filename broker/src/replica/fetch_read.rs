@@ -57,6 +57,10 @@ pub(super) fn read_for_fetch(
     min_one: bool,
     upper: ReadUpper,
 ) -> Result<RecordSet, ReadError> {
+    // A caught-up consumer (most partitions of most fetches): nothing to look up.
+    if upper != ReadUpper::LogEnd && offset == upper.offset(p) && offset >= p.log.log_start_offset() {
+        return Ok(RecordSet::new());
+    }
     let slice = read(p, offset, max_bytes, min_one, upper)?.records;
     if slice.len() as usize >= SENDFILE_MIN_BYTES {
         let first = slice.first_batch_header().map_err(ReadError::Io)?;
