@@ -597,6 +597,29 @@ impl<'a> Decoder<'a> {
     }
 }
 
+/// Creates `name` with `partitions` partitions (the broker's default replication factor)
+/// through the controller, with a raw CreateTopics on the Rust client's connection;
+/// fails the test unless it was created.
+pub async fn create_topic(client: &strata_client::Client, name: &str, partitions: i32) {
+    use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
+    use strata_protocol::{RequestBody, ResponseBody};
+    let request = CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: name.to_string(),
+            num_partitions: partitions,
+            replication_factor: -1,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let conn = client.controller().await.expect("controller");
+    let ResponseBody::CreateTopics(r) = conn.call(RequestBody::CreateTopics(request)).await.expect("create")
+    else {
+        panic!("wrong api")
+    };
+    assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

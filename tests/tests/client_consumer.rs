@@ -13,34 +13,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use strata_client::consumer::{Consumer, ConsumerConfig, NoopListener, Rebalance, RebalanceListener};
 use strata_client::{Client, ClientConfig, OffsetAndMetadata, TopicPartition};
-use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
 use strata_protocol::messages::produce::{PartitionProduceData, ProduceRequest, TopicProduceData};
 use strata_protocol::records::{Compression, NewRecord, RecordBatchBuilder};
 use strata_protocol::{RequestBody, ResponseBody};
-use strata_tests::BrokerProcess;
+use strata_tests::{create_topic, BrokerProcess};
 
 const PYTHON: &str = "/work/main/.venv/bin/python";
 
 fn broker() -> BrokerProcess {
     BrokerProcess::start(&["group.initial.rebalance.delay.ms=0"]).expect("broker")
-}
-
-async fn create_topic(client: &Client, name: &str, partitions: i32) {
-    let request = CreateTopicsRequest {
-        topics: vec![CreatableTopic {
-            name: name.to_string(),
-            num_partitions: partitions,
-            replication_factor: -1,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let conn = client.controller().await.expect("controller");
-    let ResponseBody::CreateTopics(r) = conn.call(RequestBody::CreateTopics(request)).await.expect("create")
-    else {
-        panic!("wrong api")
-    };
-    assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
 }
 
 /// Produces one batch of `values` (acks=all); returns its base offset.

@@ -3,27 +3,8 @@
 //! restarted under it.
 
 use strata_client::{Client, ClientConfig, CoordinatorKind};
-use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
-use strata_protocol::{ApiKey, RequestBody, ResponseBody};
-use strata_tests::BrokerProcess;
-
-async fn create_topic(client: &Client, name: &str, partitions: i32) {
-    let request = CreateTopicsRequest {
-        topics: vec![CreatableTopic {
-            name: name.to_string(),
-            num_partitions: partitions,
-            replication_factor: -1,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let conn = client.controller().await.expect("controller");
-    let ResponseBody::CreateTopics(r) = conn.call(RequestBody::CreateTopics(request)).await.expect("create")
-    else {
-        panic!("wrong api")
-    };
-    assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
-}
+use strata_protocol::ApiKey;
+use strata_tests::{create_topic, BrokerProcess};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_finds_brokers_leaders_and_coordinators_and_survives_a_restart() {

@@ -12,30 +12,11 @@ use strata_client::producer::{DeliveryFuture, Producer, ProducerConfig, Producer
 use strata_client::{
     Client, ClientConfig, ConsumerGroupMetadata, ErrorCode, OffsetAndMetadata, TopicPartition,
 };
-use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
 use strata_protocol::messages::fetch::{AbortedTransaction, FetchPartition, FetchRequest, FetchTopic};
 use strata_protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchRequestTopic};
 use strata_protocol::records::{Record, RecordBatches};
 use strata_protocol::{ApiKey, RequestBody, ResponseBody};
-use strata_tests::BrokerProcess;
-
-async fn create_topic(client: &Client, name: &str, partitions: i32) {
-    let request = CreateTopicsRequest {
-        topics: vec![CreatableTopic {
-            name: name.to_string(),
-            num_partitions: partitions,
-            replication_factor: -1,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let conn = client.controller().await.expect("controller");
-    let ResponseBody::CreateTopics(r) = conn.call(RequestBody::CreateTopics(request)).await.expect("create")
-    else {
-        panic!("wrong api")
-    };
-    assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
-}
+use strata_tests::{create_topic, BrokerProcess};
 
 fn config(broker: &BrokerProcess, settings: &[(&str, &str)]) -> ProducerConfig {
     let mut c = ProducerConfig::new(&broker.addr().to_string());

@@ -10,9 +10,7 @@ use std::process::Command;
 use strata_client::producer::partitioner::partition_for_key;
 use strata_client::producer::{Producer, ProducerConfig, ProducerRecord};
 use strata_client::{Client, ClientConfig};
-use strata_protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
-use strata_protocol::{RequestBody, ResponseBody};
-use strata_tests::BrokerProcess;
+use strata_tests::{create_topic, BrokerProcess};
 
 const SCRIPT: &str = r#"
 import json, sys, time
@@ -75,24 +73,6 @@ async fn run_python(python: &Path, args: Vec<String>) -> String {
     .expect("python task");
     assert!(output.status.success(), "python failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).expect("utf8")
-}
-
-async fn create_topic(client: &Client, name: &str, partitions: i32) {
-    let request = CreateTopicsRequest {
-        topics: vec![CreatableTopic {
-            name: name.to_string(),
-            num_partitions: partitions,
-            replication_factor: -1,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let conn = client.controller().await.expect("controller");
-    let ResponseBody::CreateTopics(r) = conn.call(RequestBody::CreateTopics(request)).await.expect("create")
-    else {
-        panic!("wrong api")
-    };
-    assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
 }
 
 fn config(broker: &BrokerProcess, settings: &[(&str, &str)]) -> ProducerConfig {
