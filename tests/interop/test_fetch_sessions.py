@@ -39,9 +39,14 @@ def test_kafka_python_consumes_through_an_incremental_fetch_session(broker_facto
         assert p.flush(15) == 0
 
     produce(0, 100)
-    c = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, group_id="g-sessions", auto_offset_reset="earliest",
+    c = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id="g-sessions", auto_offset_reset="earliest",
                       fetch_max_wait_ms=100, enable_auto_commit=False)
     try:
+        # kafka-python 3.0.12 can stall for good (no heartbeat, no fetch; the broker has
+        # answered everything) when its first join races its first metadata answer and it
+        # rejoins at once to take the partitions; knowing the topic first avoids that race.
+        util.wait_until(lambda: c.partitions_for_topic(topic), 20, "kafka-python sees the topic")
+        c.subscribe([topic])
         seen: list[str] = []
         sessions_seen = False
         deadline = time.monotonic() + 60
