@@ -259,6 +259,9 @@ async fn handle(
         correlation_id = request.header.correlation_id,
         client_id = request.header.client_id.as_deref().unwrap_or(""),
     );
+    // Off unless `RUST_LOG=strata_broker::connection=trace`: every request, for debugging
+    // what a client sent and in what order.
+    span.in_scope(|| tracing::trace!("request received"));
     let outcome = match ctx.kind {
         ListenerKind::Broker => handlers::dispatch(broker, request, ctx).instrument(span).await,
         ListenerKind::Controller => handlers::controller::dispatch(broker, request).instrument(span).await,

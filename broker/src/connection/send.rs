@@ -84,6 +84,7 @@ pub(super) async fn write_loop(
             tracing::debug!(error = %e, "write failed; closing connection");
             return;
         }
+        tracing::trace!(bytes, "responses written");
         pending.clear();
     }
     let _ = wr.shutdown().await;
