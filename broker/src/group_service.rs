@@ -266,6 +266,8 @@ impl Task {
             }
             Command::Call { meta, request, reply } => {
                 let now = now_ms();
+                let awaiting = internal_topics::awaiting_load(&broker, CONSUMER_OFFSETS, &self.owned);
+                self.coordinator.set_awaiting_load(awaiting);
                 let c = &mut self.coordinator;
                 let request = *request;
                 let immediate: Option<ResponseBody> = match &request {

@@ -7,7 +7,7 @@
 use crate::broker::Broker;
 use crate::replica::{AppendError, Partition, WaitError};
 use bytes::Bytes;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::create_topics::{CreatableTopic, CreatableTopicConfig, CreateTopicsRequest};
@@ -74,6 +74,20 @@ pub async fn ensure_coordinator_topic(
     }
 }
 
+/// The partitions of `topic` that the current metadata says this broker leads but that a
+/// coordinator has not loaded (`owned`): between the metadata showing a new leadership and
+/// the coordinator being told of it, requests for them should be retried, not redirected.
+pub fn awaiting_load(broker: &Broker, topic: &str, owned: &BTreeMap<i32, i32>) -> BTreeSet<i32> {
+    let image = broker.metadata.current();
+    let Some(t) = image.topic(topic) else { return BTreeSet::new() };
+    let me = broker.config.node_id;
+    t.partitions
+        .iter()
+        .filter(|p| p.leader == me && !owned.contains_key(&p.partition))
+        .map(|p| p.partition)
+        .collect()
+}
+
 /// How long a sleeping coordinator task may sleep before its state machine's next
 /// deadline (`None`: nothing scheduled, wake up hourly anyway).
 pub fn until_deadline(deadline_ms: Option<i64>, now_ms: i64) -> Duration {
@@ -99,7 +113,7 @@ pub struct Appended {
 fn min_insync_replicas(broker: &Broker, p: &Partition) -> usize {
     let image = broker.metadata.current();
     let configs = image.topic(&p.topic).map(|t| t.configs.clone()).unwrap_or_default();
-    broker.config.topic_defaults.resolve(&configs, "min.insync.replicas").0.parse().unwrap_or(1)
+    broker.topic_defaults().resolve(&configs, "min.insync.replicas").0.parse().unwrap_or(1)
 }
 
 /// Appends `records` (key, value-or-tombstone) as one batch to `topic`-`partition` as its

@@ -23,6 +23,10 @@ pub struct GroupCoordinator {
     pub(super) config: GroupConfig,
     pub(super) groups: HashMap<String, Group>,
     pub(super) partitions: HashMap<i32, PartitionState>,
+    /// Partitions the metadata says this broker leads but whose leadership the shell has
+    /// not passed on yet: requests for them are told to retry (COORDINATOR_LOAD_IN_PROGRESS,
+    /// as Kafka answers while it loads), not sent to look for another coordinator.
+    awaiting_load: BTreeSet<i32>,
     pub(super) timers: Timers,
     pub(super) pending: HashMap<AppendId, Completion>,
     pub(super) delete_ops: HashMap<u64, DeleteGroupsOp>,
@@ -164,6 +168,7 @@ impl GroupCoordinator {
             config,
             groups: HashMap::new(),
             partitions: HashMap::new(),
+            awaiting_load: BTreeSet::new(),
             timers: Timers::default(),
             pending: HashMap::new(),
             delete_ops: HashMap::new(),
@@ -190,11 +195,20 @@ impl GroupCoordinator {
     /// NOT_COORDINATOR if this broker does not own the group's partition,
     /// COORDINATOR_LOAD_IN_PROGRESS while it is loading, `None` when it is served.
     pub fn coordinator_error(&self, group_id: &str) -> Option<ErrorCode> {
-        match self.partitions.get(&self.partition_for(group_id)) {
+        let partition = self.partition_for(group_id);
+        match self.partitions.get(&partition) {
+            None if self.awaiting_load.contains(&partition) => Some(ErrorCode::CoordinatorLoadInProgress),
             None => Some(ErrorCode::NotCoordinator),
             Some(PartitionState::Loading) => Some(ErrorCode::CoordinatorLoadInProgress),
             Some(PartitionState::Active) => None,
         }
+    }
+
+    /// Records which partitions the metadata says this broker leads but are not loaded yet
+    /// (the shell learns of a new leadership a little after the metadata shows it, so a
+    /// client told by FindCoordinator to come here may arrive first).
+    pub fn set_awaiting_load(&mut self, partitions: BTreeSet<i32>) {
+        self.awaiting_load = partitions;
     }
 
     /// The state of a `__consumer_offsets` partition, `None` if not owned.

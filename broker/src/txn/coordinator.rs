@@ -2,7 +2,7 @@
 //! the plumbing shared by the request handlers (appends and their completion, retries,
 //! the timers of [`TransactionCoordinator::tick`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use strata_protocol::ErrorCode;
 
@@ -40,6 +40,10 @@ pub struct TransactionCoordinator {
     pub(super) producer_ids: Box<dyn ProducerIdSource>,
     pub(super) txns: HashMap<String, TxnMetadata>,
     pub(super) partitions: HashMap<i32, Ownership>,
+    /// Partitions the metadata says this broker leads but whose leadership the shell has
+    /// not passed on yet: requests for them are told to retry (COORDINATOR_LOAD_IN_PROGRESS),
+    /// not sent to look for another coordinator.
+    awaiting_load: BTreeSet<i32>,
     pub(super) pending_appends: HashMap<AppendId, PendingAppend>,
     pub(super) add_ops: HashMap<u64, AddPartitionsOp>,
     /// Transactions whose markers are being written (Kafka's
@@ -129,6 +133,7 @@ impl TransactionCoordinator {
             producer_ids,
             txns: HashMap::new(),
             partitions: HashMap::new(),
+            awaiting_load: BTreeSet::new(),
             pending_appends: HashMap::new(),
             add_ops: HashMap::new(),
             marker_txns: HashMap::new(),
@@ -154,11 +159,20 @@ impl TransactionCoordinator {
     /// NOT_COORDINATOR if this broker does not own the id's partition,
     /// COORDINATOR_LOAD_IN_PROGRESS while it loads, `None` when the id is served.
     pub fn coordinator_error(&self, transactional_id: &str) -> Option<ErrorCode> {
-        match self.partitions.get(&self.partition_for(transactional_id)) {
+        let partition = self.partition_for(transactional_id);
+        match self.partitions.get(&partition) {
+            None if self.awaiting_load.contains(&partition) => Some(ErrorCode::CoordinatorLoadInProgress),
             None => Some(ErrorCode::NotCoordinator),
             Some(o) if o.state == PartitionState::Loading => Some(ErrorCode::CoordinatorLoadInProgress),
             Some(_) => None,
         }
+    }
+
+    /// Records which partitions the metadata says this broker leads but are not loaded yet
+    /// (the shell learns of a new leadership a little after the metadata shows it, so a
+    /// client told by FindCoordinator to come here may arrive first).
+    pub fn set_awaiting_load(&mut self, partitions: BTreeSet<i32>) {
+        self.awaiting_load = partitions;
     }
 
     /// The state of a `__transaction_state` partition, `None` if not owned.
@@ -348,9 +362,8 @@ impl TransactionCoordinator {
     /// The active term of the id's partition, or the error to answer with.
     pub(super) fn active_term(&self, transactional_id: &str) -> Result<Ownership, ErrorCode> {
         match self.partitions.get(&self.partition_for(transactional_id)) {
-            None => Err(ErrorCode::NotCoordinator),
-            Some(o) if o.state == PartitionState::Loading => Err(ErrorCode::CoordinatorLoadInProgress),
-            Some(o) => Ok(*o),
+            Some(o) if o.state == PartitionState::Active => Ok(*o),
+            _ => Err(self.coordinator_error(transactional_id).unwrap_or(ErrorCode::NotCoordinator)),
         }
     }
 

@@ -77,6 +77,8 @@ impl Task {
             }
             Command::Call { meta, request, reply } => {
                 let now = now_ms();
+                let awaiting = internal_topics::awaiting_load(&broker, TRANSACTION_STATE, &self.owned);
+                self.coordinator.set_awaiting_load(awaiting);
                 let request = *request;
                 let immediate: Option<ResponseBody> = match &request {
                     TxnRequest::Describe(r) => Some(self.coordinator.describe_transactions(r).into()),

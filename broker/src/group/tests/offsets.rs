@@ -385,6 +385,28 @@ fn coordinator_errors() {
 }
 
 #[test]
+fn a_partition_led_but_not_yet_loaded_answers_load_in_progress() {
+    // FindCoordinator already names this broker (the metadata shows it leading the
+    // partition) but the shell has not begun loading it: the client must retry here.
+    let mut h = Harness::new(config());
+    let p = h.c.partition_for("g");
+    let a = h.c.unload(p, h.now);
+    h.run(a);
+    h.c.set_awaiting_load([p].into_iter().collect());
+    let t = h.join("g", "");
+    assert_eq!(h.error_of(t), code(ErrorCode::CoordinatorLoadInProgress));
+    assert_eq!(h.commit("g", "", -1, &[("t", 0, 1)]), vec![code(ErrorCode::CoordinatorLoadInProgress)]);
+    h.c.set_awaiting_load(Default::default());
+    assert_eq!(h.heartbeat("g", "m", 1), code(ErrorCode::NotCoordinator), "led elsewhere: look again");
+    let a = h.c.begin_load(p, h.now);
+    h.run(a);
+    let a = h.c.complete_load(p, h.now);
+    h.run(a);
+    let t = h.join("g", "");
+    assert_eq!(h.error_of(t), code(ErrorCode::MemberIdRequired), "served once loaded");
+}
+
+#[test]
 fn unload_answers_parked_requests() {
     let mut h = Harness::new(config());
     let (ids, gen) = h.stable_group("g", 2);

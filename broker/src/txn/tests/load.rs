@@ -90,6 +90,21 @@ fn loading_partition_answers_load_in_progress_then_serves() {
 }
 
 #[test]
+fn a_partition_led_but_not_yet_loaded_answers_load_in_progress() {
+    let mut h = Harness::new();
+    let ids = h.init("a");
+    let partition = h.c.partition_for("a");
+    let a = h.c.unload(partition, h.now);
+    h.run(a);
+    assert_eq!(h.c.coordinator_error("a"), Some(ErrorCode::NotCoordinator));
+    h.c.set_awaiting_load([partition].into_iter().collect());
+    assert_eq!(h.c.coordinator_error("a"), Some(ErrorCode::CoordinatorLoadInProgress));
+    assert_eq!(h.end("a", ids, true), code(ErrorCode::CoordinatorLoadInProgress));
+    h.c.set_awaiting_load(Default::default());
+    assert_eq!(h.c.coordinator_error("a"), Some(ErrorCode::NotCoordinator));
+}
+
+#[test]
 fn writes_in_flight_across_a_term_change_answer_not_coordinator() {
     let mut h = Harness::new();
     let ids = h.init("a");
