@@ -1,7 +1,7 @@
 //! Per-log configuration: the topic-level settings that govern segments, indexes,
 //! retention and flushing, with Apache Kafka's defaults.
 
-use strata_protocol::records::TimestampType;
+use strata_protocol::records::{Compression, TimestampType};
 
 use crate::error::{Result, StorageError};
 
@@ -31,6 +31,9 @@ pub struct LogConfig {
     pub flush_interval_ms: i64,
     /// `message.timestamp.type`: keep producer timestamps or stamp the append time.
     pub message_timestamp_type: TimestampType,
+    /// `compression.type`: the codec a leader stores client batches in, re-encoding those
+    /// sent in another; `None` keeps each batch as the producer compressed it (`producer`).
+    pub compression: Option<Compression>,
     /// `file.delete.delay.ms`: how long deleted segment files linger (renamed to
     /// `.deleted`) before removal.
     pub file_delete_delay_ms: i64,
@@ -73,6 +76,7 @@ impl Default for LogConfig {
             flush_interval_messages: u64::MAX,
             flush_interval_ms: i64::MAX,
             message_timestamp_type: TimestampType::CreateTime,
+            compression: None,
             file_delete_delay_ms: 60_000,
             cleanup_policy_compact: false,
             cleanup_policy_delete: true,

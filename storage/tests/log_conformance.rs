@@ -275,6 +275,73 @@ fn log_append_time_stamps_batches_and_fixes_crc() {
 }
 
 #[test]
+fn compression_type_recompresses_client_batches_and_keeps_markers_plain() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { compression: Some(Compression::Zstd), ..small_config() };
+    let log = open(dir.path(), config);
+    let sent = concat(&[
+        batch_with("g", &[1, 2, 3], Compression::Gzip),
+        batch_with("n", &[4, 5], Compression::None),
+        batch_with("z", &[6], Compression::Zstd),
+    ]);
+    let info = log.append(sent.clone(), 0, 100).unwrap();
+    assert_eq!((info.first_offset, info.last_offset, info.max_timestamp), (0, 5, 6));
+    // An idempotent producer's retry of a recompressed batch is still a duplicate.
+    let first = log.append(idempotent(7, 0, 0, 2), 0, 100).unwrap();
+    let retry = log.append(idempotent(7, 0, 0, 2), 0, 100).unwrap();
+    assert_eq!((retry.first_offset, retry.duplicate), (first.first_offset, true));
+    log.append(transactional(8, 0, 0, 1), 0, 100).unwrap();
+    end_txn(&log, 8, 0, true);
+
+    let read = log.read(0, 1 << 20, i64::MAX, false).unwrap();
+    let codecs: Vec<Compression> = batches_of(&read).iter().map(|b| b.compression().unwrap()).collect();
+    use Compression::{None as Plain, Zstd};
+    assert_eq!(
+        codecs,
+        vec![Zstd, Zstd, Zstd, Zstd, Zstd, Plain],
+        "every data batch in zstd, the marker plain"
+    );
+    let b = &batches_of(&read)[3];
+    assert_eq!((b.producer_id(), b.producer_epoch(), b.base_sequence()), (7, 0, 0));
+    let values: Vec<Bytes> = records_of(&read).iter().map(|r| r.value.clone()).take(6).collect();
+    let sent_values: Vec<Bytes> = {
+        let mut all = Vec::new();
+        for b in strata_protocol::records::RecordBatches::new(sent) {
+            for r in b.unwrap().records(1 << 20).unwrap().collect_all().unwrap() {
+                all.push(r.value.unwrap());
+            }
+        }
+        all
+    };
+    assert_eq!(values, sent_values);
+
+    // `uncompressed` decompresses; `producer` (None) keeps what was sent.
+    log.update_config(LogConfig { compression: Some(Compression::None), ..small_config() }).unwrap();
+    let at = log.append(batch_with("u", &[7], Compression::Lz4), 0, 100).unwrap().first_offset;
+    log.update_config(small_config()).unwrap();
+    log.append(batch_with("p", &[8], Compression::Snappy), 0, 100).unwrap();
+    let read = log.read(at, 1 << 20, i64::MAX, false).unwrap();
+    let codecs: Vec<Compression> = batches_of(&read).iter().map(|b| b.compression().unwrap()).collect();
+    assert_eq!(codecs, vec![Compression::None, Compression::Snappy]);
+}
+
+#[test]
+fn a_batch_recompressed_past_max_message_bytes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        LogConfig { compression: Some(Compression::None), max_message_bytes: 2_000, ..small_config() };
+    let log = open(dir.path(), config);
+    let mut b = strata_protocol::records::RecordBatchBuilder::new(0).compression(Compression::Gzip);
+    b.append(&strata_protocol::records::NewRecord::new(1, None, Some(Bytes::from(vec![b'a'; 10_000]))))
+        .unwrap();
+    let small = b.build().unwrap();
+    assert!(small.len() < 2_000);
+    let err = log.append(small, 0, 0).unwrap_err();
+    assert!(matches!(err, StorageError::RecordTooLarge { .. }), "{err:?}");
+    assert_eq!(log.log_end_offset(), 0, "nothing written");
+}
+
+#[test]
 fn create_time_max_timestamp_is_corrected_from_records() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), small_config());

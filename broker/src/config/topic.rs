@@ -4,6 +4,7 @@
 
 use super::{ConfigError, Parser};
 use std::collections::BTreeMap;
+use strata_protocol::records::Compression;
 use strata_storage::{LogConfig, TimestampType};
 
 /// The value kind of a config key, as DescribeConfigs v3+ reports it.
@@ -221,6 +222,10 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
 pub enum Source {
     /// Set on the topic (DYNAMIC_TOPIC_CONFIG = 1).
     Topic = 1,
+    /// Set dynamically on this broker (DYNAMIC_BROKER_CONFIG = 2).
+    DynamicBroker = 2,
+    /// Set dynamically as the cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG = 3).
+    DynamicDefaultBroker = 3,
     /// Set in server.properties (STATIC_BROKER_CONFIG = 4).
     StaticBroker = 4,
     /// Kafka's default (DEFAULT_CONFIG = 5).
@@ -231,6 +236,10 @@ pub enum Source {
 #[derive(Debug, Clone)]
 pub struct TopicDefaults {
     set: BTreeMap<&'static str, String>,
+    /// Dynamic cluster-wide defaults (a BROKER resource named `""`), by topic key.
+    dynamic_default: BTreeMap<&'static str, String>,
+    /// Dynamic values for this broker (a BROKER resource named by its node id).
+    dynamic_broker: BTreeMap<&'static str, String>,
     /// `producer.id.expiration.ms`: a broker-wide setting the logs apply.
     producer_id_expiration_ms: i64,
 }
@@ -272,7 +281,12 @@ impl TopicDefaults {
             }
         }
         let producer_id_expiration_ms = p.int_in("producer.id.expiration.ms", 86_400_000, 1, i64::MAX)?;
-        Ok(TopicDefaults { set, producer_id_expiration_ms })
+        Ok(TopicDefaults {
+            set,
+            dynamic_default: BTreeMap::new(),
+            dynamic_broker: BTreeMap::new(),
+            producer_id_expiration_ms,
+        })
     }
 
     /// The broker-level value of a topic key, if server.properties set one.
@@ -285,10 +299,50 @@ impl TopicDefaults {
         if let Some(v) = overrides.get(name) {
             return (v.clone(), Source::Topic);
         }
-        if let Some(v) = self.set.get(name) {
-            return (v.clone(), Source::StaticBroker);
+        self.broker_level(name)
+    }
+
+    /// The broker-level value of a topic key and where it comes from: set dynamically on
+    /// this broker, as the cluster default, in server.properties, or Kafka's default.
+    pub fn broker_level(&self, name: &str) -> (String, Source) {
+        self.levels(name).swap_remove(0)
+    }
+
+    /// Every broker-level value of a topic key, highest precedence first (DescribeConfigs'
+    /// synonyms); the last is Kafka's default.
+    pub fn levels(&self, name: &str) -> Vec<(String, Source)> {
+        let mut out = Vec::new();
+        for (map, source) in [
+            (&self.dynamic_broker, Source::DynamicBroker),
+            (&self.dynamic_default, Source::DynamicDefaultBroker),
+            (&self.set, Source::StaticBroker),
+        ] {
+            if let Some(v) = map.get(name) {
+                out.push((v.clone(), source));
+            }
         }
-        (key(name).map(|k| k.default).unwrap_or_default().to_string(), Source::Default)
+        out.push((key(name).map(|k| k.default).unwrap_or_default().to_string(), Source::Default));
+        out
+    }
+
+    /// These defaults under the dynamic broker configs of the metadata: `cluster` (the
+    /// resource named `""`) and `this_broker` (the one named by this node's id), both by
+    /// broker key (`log.retention.ms`, `compression.type`, ...).
+    pub fn with_dynamic(
+        &self,
+        cluster: Option<&BTreeMap<String, String>>,
+        this_broker: Option<&BTreeMap<String, String>>,
+    ) -> TopicDefaults {
+        let by_topic_key = |m: Option<&BTreeMap<String, String>>| -> BTreeMap<&'static str, String> {
+            let Some(m) = m else { return BTreeMap::new() };
+            KEYS.iter().filter_map(|k| m.get(k.broker_key).map(|v| (k.name, v.clone()))).collect()
+        };
+        TopicDefaults {
+            set: self.set.clone(),
+            dynamic_default: by_topic_key(cluster),
+            dynamic_broker: by_topic_key(this_broker),
+            producer_id_expiration_ms: self.producer_id_expiration_ms,
+        }
     }
 
     /// The storage configuration of a topic with `overrides`.
@@ -303,6 +357,14 @@ impl TopicDefaults {
         } else {
             TimestampType::CreateTime
         };
+        let compression = match self.resolve(overrides, "compression.type").0.as_str() {
+            "uncompressed" => Some(Compression::None),
+            "gzip" => Some(Compression::Gzip),
+            "snappy" => Some(Compression::Snappy),
+            "lz4" => Some(Compression::Lz4),
+            "zstd" => Some(Compression::Zstd),
+            _ => None,
+        };
         LogConfig {
             segment_bytes: num("segment.bytes").max(14) as u64,
             segment_ms: num("segment.ms"),
@@ -315,6 +377,7 @@ impl TopicDefaults {
             flush_interval_ms: num("flush.ms"),
             file_delete_delay_ms: num("file.delete.delay.ms"),
             message_timestamp_type: timestamp_type,
+            compression,
             producer_id_expiration_ms: self.producer_id_expiration_ms,
             cleanup_policy_compact: policy.iter().any(|p| p == "compact"),
             cleanup_policy_delete: policy.iter().any(|p| p == "delete"),

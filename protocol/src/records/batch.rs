@@ -382,6 +382,46 @@ impl RecordBatch {
     }
 }
 
+impl RecordBatch {
+    /// The batch with its records section re-encoded with `target` (what a broker whose
+    /// `compression.type` names a codec does to a producer's batch in another one). Every
+    /// header field but the codec bits, the length and the CRC stays as sent, so offsets,
+    /// timestamps and producer sequences mean the same; the records themselves are not
+    /// re-parsed, since their encoding does not depend on the codec. A batch already in
+    /// `target` comes back as it is, without a copy.
+    pub fn recompressed(
+        &self,
+        target: Compression,
+        snappy_format: super::SnappyFormat,
+        max_uncompressed_bytes: usize,
+    ) -> Result<Bytes, RecordsError> {
+        let source = self.compression()?;
+        if source == target {
+            return Ok(self.buf.clone());
+        }
+        let payload = &self.buf[BATCH_HEADER_SIZE..];
+        let raw = match source {
+            Compression::None => None,
+            codec => Some(super::compression::decompress(codec, payload, max_uncompressed_bytes)?),
+        };
+        let raw: &[u8] = raw.as_deref().unwrap_or(payload);
+        let mut out = Vec::with_capacity(BATCH_HEADER_SIZE + raw.len());
+        out.extend_from_slice(&self.buf[..BATCH_HEADER_SIZE]);
+        match target {
+            Compression::None => out.extend_from_slice(raw),
+            codec => out.extend_from_slice(&super::compression::compress(codec, raw, snappy_format)?),
+        }
+        let batch_length =
+            i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| RecordsError::BatchTooLarge)?;
+        out[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&batch_length.to_be_bytes());
+        let attributes = (self.attributes() & !0x07) | target.id();
+        out[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+        let crc = compute_crc(&out);
+        out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        Ok(Bytes::from(out))
+    }
+}
+
 /// Computes the CRC-32C a batch should carry (over attributes..end). `buf` must hold a
 /// whole batch header.
 fn compute_crc(buf: &[u8]) -> u32 {

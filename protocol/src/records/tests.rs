@@ -280,6 +280,39 @@ fn hostile_counts_and_lengths_fail_without_big_allocations() {
 }
 
 #[test]
+fn recompressing_keeps_every_header_field_and_record() {
+    let records = sample_records(40);
+    for from in ALL_CODECS {
+        let original = RecordBatch::parse(&build(7, from, &records)).unwrap();
+        for to in ALL_CODECS {
+            let bytes = original.recompressed(to, SnappyFormat::Xerial, LIMIT).unwrap();
+            let batch = RecordBatch::parse(&bytes).unwrap();
+            assert_eq!(batch.size_in_bytes(), bytes.len(), "{from:?} -> {to:?}: one whole batch");
+            batch.validate_crc().unwrap();
+            assert_eq!(batch.compression().unwrap(), to);
+            let (a, b) = (original.header(), batch.header());
+            assert_eq!(b.attributes & !0x07, a.attributes & !0x07, "only the codec bits change");
+            assert_eq!((b.base_offset, b.partition_leader_epoch, b.last_offset_delta), (7, 9, 39));
+            assert_eq!((b.base_timestamp, b.max_timestamp), (a.base_timestamp, a.max_timestamp));
+            assert_eq!((b.producer_id, b.producer_epoch, b.base_sequence), (42, 3, 17));
+            assert_eq!(b.records_count, a.records_count);
+            assert_records_match(&batch, &records);
+            if from == to {
+                assert_eq!(bytes.as_ptr(), original.as_bytes().as_ptr(), "no copy when nothing changes");
+            }
+        }
+    }
+}
+
+#[test]
+fn recompressing_a_bomb_is_bounded() {
+    let big = vec![NewRecord::new(0, None, Some(Bytes::from(vec![0u8; 1 << 20])))];
+    let batch = RecordBatch::parse(&build(0, Compression::Gzip, &big)).unwrap();
+    let err = batch.recompressed(Compression::Lz4, SnappyFormat::Xerial, 64 << 10).unwrap_err();
+    assert!(matches!(err, RecordsError::DecompressedTooLarge { .. }), "{err:?}");
+}
+
+#[test]
 fn decompression_is_bounded() {
     let zeros = vec![0u8; 4 << 20];
     for codec in ALL_CODECS {

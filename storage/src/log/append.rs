@@ -6,7 +6,8 @@
 
 use bytes::{Bytes, BytesMut};
 use strata_protocol::records::{
-    EndTxnMarker, RecordBatchHeader, RecordBatchMut, RecordBatches, RecordsError, TimestampType,
+    Compression, EndTxnMarker, RecordBatch, RecordBatchHeader, RecordBatchMut, RecordBatches, RecordsError,
+    SnappyFormat, TimestampType,
 };
 
 use super::{epochs, Log, LogInner};
@@ -190,6 +191,43 @@ fn validate_for_leader(
     Ok(checked)
 }
 
+/// Re-encodes the client batches not in the topic's codec (`compression.type`), as
+/// Kafka's LogValidator does, fixing up the validated batches' positions and headers.
+/// Control batches stay uncompressed. Returns `records` untouched when every batch is
+/// already in `target`; a batch that grows past `max.message.bytes` is refused.
+fn recompress(
+    records: Bytes,
+    checked: &mut [CheckedBatch],
+    target: Compression,
+    config: &LogConfig,
+) -> Result<Bytes> {
+    let differs = |b: &CheckedBatch| !b.header.is_control() && b.header.attributes & 0x07 != target.id();
+    if !checked.iter().any(differs) {
+        return Ok(records);
+    }
+    let mut out = BytesMut::with_capacity(records.len());
+    for (batch_index, b) in checked.iter_mut().enumerate() {
+        let size = b.header.size_in_bytes();
+        let original = records.slice(b.start..b.start + size);
+        let bytes = if differs(b) {
+            let batch = RecordBatch::parse(&original).map_err(|e| parse_error(batch_index, e))?;
+            batch
+                .recompressed(target, SnappyFormat::Xerial, config.max_uncompressed_batch_bytes)
+                .map_err(|source| StorageError::MalformedRecords { batch_index, source })?
+        } else {
+            original
+        };
+        if bytes.len() > config.max_message_bytes as usize {
+            return Err(StorageError::RecordTooLarge { size: bytes.len(), max: config.max_message_bytes });
+        }
+        b.start = out.len();
+        b.header = RecordBatchHeader::parse(&bytes)
+            .map_err(|source| StorageError::CorruptRecord { batch_index, source })?;
+        out.extend_from_slice(&bytes);
+    }
+    Ok(out.freeze())
+}
+
 /// Returns `records` as a mutable buffer, copying only if the memory is shared.
 fn into_mut(records: Bytes) -> BytesMut {
     records.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]))
@@ -256,7 +294,13 @@ impl Log {
         now_ms: i64,
     ) -> Result<AppendInfo> {
         let config = self.config();
-        let checked = validate_for_leader(&records, &config, origin)?;
+        let mut checked = validate_for_leader(&records, &config, origin)?;
+        let records = match config.compression {
+            Some(target) if origin == AppendOrigin::Client => {
+                recompress(records, &mut checked, target, &config)?
+            }
+            _ => records,
+        };
         if records.len() as u64 > config.segment_bytes {
             return Err(StorageError::RecordSetTooLarge {
                 size: records.len(),
