@@ -81,6 +81,9 @@ pub struct Broker {
     pub connection_limits: Arc<crate::connection::limits::ConnectionLimits>,
     /// Incremental fetch sessions (KIP-227).
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
+    /// The broker-level topic defaults in force: server.properties under the dynamic
+    /// broker configs of the metadata (swapped when those change).
+    topic_defaults: arc_swap::ArcSwap<crate::config::topic::TopicDefaults>,
     /// The budget of request bytes in memory (`queued.max.request.bytes`; `None`: unbounded).
     pub request_memory: Option<Arc<crate::connection::limits::RequestMemory>>,
     /// The cluster id from `meta.properties`, until the quorum's is known.
@@ -128,6 +131,7 @@ impl Broker {
             fetchers: FetcherManager::default(),
             connection_limits: crate::connection::limits::ConnectionLimits::new(config.connections.clone()),
             fetch_sessions: crate::fetch_session::FetchSessionCache::new(config.fetch_session_slots),
+            topic_defaults: arc_swap::ArcSwap::from_pointee(config.topic_defaults.clone()),
             request_memory: config
                 .connections
                 .queued_max_request_bytes
@@ -179,6 +183,26 @@ impl Broker {
                 Ok(())
             }
         }
+    }
+
+    /// The broker-level topic defaults in force (static and dynamic).
+    pub fn topic_defaults(&self) -> Arc<crate::config::topic::TopicDefaults> {
+        self.topic_defaults.load_full()
+    }
+
+    /// Recomputes the topic defaults from the dynamic broker configs of `image`; true if
+    /// they changed.
+    pub fn apply_dynamic_configs(&self, previous: Option<&MetadataImage>, image: &MetadataImage) -> bool {
+        if previous.is_some_and(|p| p.broker_configs == image.broker_configs) {
+            return false;
+        }
+        let me = self.config.node_id.to_string();
+        let defaults = self
+            .config
+            .topic_defaults
+            .with_dynamic(image.broker_configs.get(""), image.broker_configs.get(&me));
+        self.topic_defaults.store(Arc::new(defaults));
+        true
     }
 
     /// The group coordinator; started on first use (needs a Tokio runtime).

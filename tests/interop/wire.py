@@ -384,3 +384,21 @@ def produce_v3(conn: Conn, topic: str, partition: int, batch: bytes, acks: int =
     if len(res) != 1:
         raise ValueError(f"expected one partition result, got {res}")
     return res[0]
+
+
+def incremental_alter_configs_v0(conn: Conn, resource_type: int, name: str,
+                                 ops: list[tuple[str, int, str | None]]) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs v0 for one resource (ops: (key, 0=SET/1=DELETE/2=APPEND/3=SUBTRACT,
+    value)), as `kafka-configs.sh --entity-default` sends it for the cluster-wide broker default
+    (an empty BROKER name, which librdkafka and kafka-python refuse to send). Returns the
+    resource's (error code, error message)."""
+    body = i32(1) + i8(resource_type) + string(name) + i32(len(ops))
+    for key, op, value in ops:
+        body += string(key) + i8(op) + string(value)
+    body += i8(0)  # validate_only
+    r = Reader(conn.request(44, 0, body))
+    r.i32()  # throttle_time_ms
+    assert r.i32() == 1, "one resource answered"
+    code = r.i16()
+    message = r.string()
+    return code, message

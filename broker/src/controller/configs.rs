@@ -1,11 +1,15 @@
-//! Topic config changes on the active controller: AlterConfigs (the given set replaces
-//! every override) and IncrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT per key),
-//! for TOPIC resources. The forwarding broker answers BROKER resources itself.
+//! Config changes on the active controller: AlterConfigs (the given set replaces every
+//! override) and IncrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT per key), for
+//! TOPIC resources and for BROKER resources (dynamic broker configs: a node id, or `""`
+//! for the cluster-wide default). The dynamic broker keys are the broker-level defaults of
+//! topic configs (`log.retention.ms`, `compression.type`, ...), as in Kafka's
+//! `DynamicLogConfig`; any other broker key is static (server.properties).
 
 use super::pending::Pending;
 use super::ControllerState;
-use crate::config::topic::{self, Kind};
+use crate::config::topic::{self, Key, Kind, KEYS};
 use crate::metadata::MetadataImage;
+use crate::metadata::MetadataRecord;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use strata_protocol::messages::alter_configs::AlterConfigsResource;
@@ -26,7 +30,7 @@ impl ControllerState {
         let mut pending = Pending::new(image);
         let mut outcomes = Vec::with_capacity(resources.len());
         for res in resources {
-            let outcome = self.alter_topic_configs(pending.image(), &res.resource_name, |configs| {
+            let replace = |configs: &mut BTreeMap<String, String>| {
                 configs.clear();
                 for c in &res.configs {
                     if let Some(v) = &c.value {
@@ -34,7 +38,12 @@ impl ControllerState {
                     }
                 }
                 Ok(())
-            });
+            };
+            let outcome = if res.resource_type == BROKER {
+                alter_broker_configs(pending.image(), &res.resource_name, replace)
+            } else {
+                self.alter_topic_configs(pending.image(), &res.resource_name, replace)
+            };
             outcomes.push(outcome.map(|record| {
                 if !validate_only {
                     pending.push(record);
@@ -54,9 +63,18 @@ impl ControllerState {
         let mut pending = Pending::new(image);
         let mut outcomes = Vec::with_capacity(resources.len());
         for res in resources {
-            let outcome = self.alter_topic_configs(pending.image(), &res.resource_name, |configs| {
-                apply_ops(configs, &res.configs)
-            });
+            let outcome = if res.resource_type == BROKER {
+                alter_broker_configs(pending.image(), &res.resource_name, |configs| {
+                    apply_ops(configs, &res.configs, dynamic_broker_key)
+                })
+            } else {
+                self.alter_topic_configs(pending.image(), &res.resource_name, |configs| {
+                    apply_ops(configs, &res.configs, |name| {
+                        topic::key(name)
+                            .ok_or_else(|| (ErrorCode::InvalidConfig, format!("unknown topic config {name}")))
+                    })
+                })
+            };
             outcomes.push(outcome.map(|record| {
                 if !validate_only {
                     pending.push(record);
@@ -67,16 +85,46 @@ impl ControllerState {
     }
 }
 
+/// The BROKER resource type.
+const BROKER: i8 = 4;
+
+/// The topic key whose broker-level default `name` is, if `name` can change at run time.
+fn dynamic_broker_key(name: &str) -> Result<&'static Key, (ErrorCode, String)> {
+    KEYS.iter().find(|k| k.broker_key == name).ok_or_else(|| {
+        (ErrorCode::InvalidRequest, format!("Cannot update these configs dynamically: {name}"))
+    })
+}
+
+/// A BROKER resource's dynamic configs after `edit`, every key dynamic and every value
+/// valid; the resource is a node id or `""` (the cluster default), as Kafka requires.
+fn alter_broker_configs(
+    image: &MetadataImage,
+    name: &str,
+    edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), (ErrorCode, String)>,
+) -> Result<MetadataRecord, (ErrorCode, String)> {
+    if !name.is_empty() && name.parse::<i32>().is_err() {
+        return Err((ErrorCode::InvalidRequest, format!("broker name {name} is not a node id or empty")));
+    }
+    let mut configs = image.broker_configs.get(name).cloned().unwrap_or_default();
+    edit(&mut configs)?;
+    for (k, v) in &configs {
+        let key = dynamic_broker_key(k)?;
+        topic::validate(key.name, v)
+            .map_err(|reason| (ErrorCode::InvalidConfig, format!("invalid config {k}={v}: {reason}")))?;
+    }
+    Ok(MetadataRecord::BrokerConfig { resource_name: name.to_string(), configs })
+}
+
 fn apply_ops(
     configs: &mut BTreeMap<String, String>,
     ops: &[incremental::AlterableConfig],
+    lookup: impl Fn(&str) -> Result<&'static Key, (ErrorCode, String)>,
 ) -> Result<(), (ErrorCode, String)> {
     for (i, op) in ops.iter().enumerate() {
         if ops[..i].iter().any(|o| o.name == op.name) {
             return Err((ErrorCode::InvalidRequest, format!("config {} appears more than once", op.name)));
         }
-        let key = topic::key(&op.name)
-            .ok_or_else(|| (ErrorCode::InvalidConfig, format!("unknown topic config {}", op.name)))?;
+        let key = lookup(&op.name)?;
         let value = op.value.clone().unwrap_or_default();
         match op.config_operation {
             0 => {
@@ -110,4 +158,106 @@ fn apply_ops(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::tests::cluster;
+
+    fn op(name: &str, operation: i8, value: Option<&str>) -> incremental::AlterableConfig {
+        incremental::AlterableConfig {
+            name: name.into(),
+            config_operation: operation,
+            value: value.map(str::to_string),
+        }
+    }
+
+    fn broker_resource(
+        name: &str,
+        ops: Vec<incremental::AlterableConfig>,
+    ) -> incremental::AlterConfigsResource {
+        incremental::AlterConfigsResource { resource_type: BROKER, resource_name: name.into(), configs: ops }
+    }
+
+    #[test]
+    fn dynamic_broker_configs_are_recorded_per_resource_and_checked() {
+        let (mut image, state) = cluster(&[1, 2]);
+        let image_arc = Arc::new(image.clone());
+        let resources = vec![
+            broker_resource(
+                "",
+                vec![op("compression.type", 0, Some("zstd")), op("log.cleanup.policy", 2, Some("compact"))],
+            ),
+            broker_resource("2", vec![op("log.retention.ms", 0, Some("1000"))]),
+            broker_resource("1", vec![op("log.dirs", 0, Some("/x"))]),
+            broker_resource("1", vec![op("compression.type", 0, Some("brotli"))]),
+            broker_resource("b", vec![op("compression.type", 0, Some("gzip"))]),
+        ];
+        let (records, outcomes) = state.incremental_alter_configs(&image_arc, &resources, false);
+        let codes: Vec<Option<ErrorCode>> = outcomes.iter().map(|o| o.as_ref().err().map(|e| e.0)).collect();
+        assert_eq!(
+            codes,
+            vec![
+                None,
+                None,
+                Some(ErrorCode::InvalidRequest),
+                Some(ErrorCode::InvalidConfig),
+                Some(ErrorCode::InvalidRequest)
+            ]
+        );
+        assert_eq!(records.len(), 2, "{records:?}");
+        image.apply_batch(100, &records);
+        let cluster_default = &image.broker_configs[""];
+        assert_eq!(cluster_default["compression.type"], "zstd");
+        assert_eq!(cluster_default["log.cleanup.policy"], "delete,compact", "APPEND starts from the default");
+        assert_eq!(image.broker_configs["2"]["log.retention.ms"], "1000");
+
+        // DELETE of the last key removes the resource; validate_only writes nothing.
+        let image_arc = Arc::new(image.clone());
+        let (records, _) = state.incremental_alter_configs(
+            &image_arc,
+            &[broker_resource("2", vec![op("log.retention.ms", 1, None)])],
+            true,
+        );
+        assert!(records.is_empty());
+        let (records, _) = state.incremental_alter_configs(
+            &image_arc,
+            &[broker_resource("2", vec![op("log.retention.ms", 1, None)])],
+            false,
+        );
+        image.apply_batch(101, &records);
+        assert!(!image.broker_configs.contains_key("2"));
+        let snapshot = MetadataImage::from_snapshot(image.to_snapshot());
+        assert_eq!(snapshot.broker_configs, image.broker_configs, "kept in snapshots");
+    }
+
+    #[test]
+    fn dynamic_defaults_rank_between_topic_overrides_and_server_properties() {
+        let static_defaults = crate::config::BrokerConfig::default().topic_defaults;
+        let cluster: BTreeMap<String, String> = [("compression.type".to_string(), "lz4".to_string())].into();
+        let mine: BTreeMap<String, String> = [("compression.type".to_string(), "gzip".to_string())].into();
+        let d = static_defaults.with_dynamic(Some(&cluster), None);
+        assert_eq!(
+            d.resolve(&BTreeMap::new(), "compression.type"),
+            ("lz4".into(), topic::Source::DynamicDefaultBroker)
+        );
+        let d = static_defaults.with_dynamic(Some(&cluster), Some(&mine));
+        assert_eq!(
+            d.resolve(&BTreeMap::new(), "compression.type"),
+            ("gzip".into(), topic::Source::DynamicBroker)
+        );
+        let overrides: BTreeMap<String, String> =
+            [("compression.type".to_string(), "zstd".to_string())].into();
+        assert_eq!(d.resolve(&overrides, "compression.type"), ("zstd".into(), topic::Source::Topic));
+        assert_eq!(
+            d.log_config(&BTreeMap::new()).compression,
+            Some(strata_protocol::records::Compression::Gzip)
+        );
+        let levels: Vec<topic::Source> = d.levels("compression.type").into_iter().map(|(_, s)| s).collect();
+        assert_eq!(
+            levels,
+            vec![topic::Source::DynamicBroker, topic::Source::DynamicDefaultBroker, topic::Source::Default]
+        );
+    }
 }

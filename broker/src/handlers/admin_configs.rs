@@ -1,7 +1,8 @@
-//! DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44): topic
-//! configs are described with their source and synonyms and can be changed; broker
-//! configs are described but static (set in `server.properties`), so altering them is
-//! refused with INVALID_REQUEST and a message saying so.
+//! DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44): topic and
+//! broker configs are described with their source and synonyms. Changes to TOPIC and
+//! BROKER resources go to the active controller, which records them in the metadata log;
+//! on a BROKER resource only the broker-level topic defaults are dynamic (see
+//! `controller::configs`), everything else is static (server.properties).
 
 use crate::broker::Broker;
 use crate::config::topic::{Kind, Source, KEYS};
@@ -65,17 +66,17 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                         result.error_message = Some(format!("topic {} does not exist", res.resource_name));
                         return result;
                     };
+                    let defaults = broker.topic_defaults();
                     for k in KEYS.iter().filter(|k| wanted(k.name)) {
-                        let (value, source) = broker.config.topic_defaults.resolve(&meta.configs, k.name);
+                        let (value, source) = defaults.resolve(&meta.configs, k.name);
                         let mut synonyms = Vec::new();
                         if request.include_synonyms {
                             if let Some(v) = meta.configs.get(k.name) {
                                 synonyms.push(synonym(k.name, v, Source::Topic as i8));
                             }
-                            if let Some(v) = broker.config.topic_defaults.get(k.name) {
-                                synonyms.push(synonym(k.broker_key, &v, Source::StaticBroker as i8));
+                            for (v, source) in defaults.levels(k.name) {
+                                synonyms.push(synonym(k.broker_key, &v, source as i8));
                             }
-                            synonyms.push(synonym(k.broker_key, k.default, Source::Default as i8));
                         }
                         result.configs.push(DescribeConfigsResourceResult {
                             name: k.name.to_string(),
@@ -92,39 +93,66 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                 }
                 BROKER => {
                     let me = broker.config.node_id.to_string();
-                    if !res.resource_name.is_empty() && res.resource_name != me {
+                    if res.resource_name.is_empty() {
+                        // The cluster-wide dynamic defaults alone, as Kafka describes them.
+                        let image = broker.metadata.current();
+                        for (name, value) in image.broker_configs.get("").into_iter().flatten() {
+                            if !wanted(name) {
+                                continue;
+                            }
+                            let kind = KEYS
+                                .iter()
+                                .find(|k| k.broker_key == name)
+                                .map_or(Kind::Enum(&[]), |k| k.kind);
+                            let source = Source::DynamicDefaultBroker as i8;
+                            result.configs.push(DescribeConfigsResourceResult {
+                                name: name.clone(),
+                                value: Some(value.clone()),
+                                read_only: false,
+                                is_default: false,
+                                config_source: source,
+                                is_sensitive: false,
+                                synonyms: if request.include_synonyms {
+                                    vec![synonym(name, value, source)]
+                                } else {
+                                    Vec::new()
+                                },
+                                config_type: if version >= 3 { kind.type_code() } else { 0 },
+                                documentation: None,
+                            });
+                        }
+                        return result;
+                    }
+                    if res.resource_name != me {
                         result.error_code = ErrorCode::InvalidRequest.code();
                         result.error_message =
                             Some(format!("this is broker {me}, not {}", res.resource_name));
                         return result;
                     }
-                    let mut keys: Vec<(&str, String, Kind)> =
-                        BROKER_KEYS.iter().map(|(k, d)| (*k, d.to_string(), Kind::Enum(&[]))).collect();
-                    keys.extend(KEYS.iter().map(|k| (k.broker_key, k.default.to_string(), k.kind)));
-                    keys.sort_by(|a, b| a.0.cmp(b.0));
-                    keys.dedup_by(|a, b| a.0 == b.0);
-                    for (name, default, kind) in keys.into_iter().filter(|(k, _, _)| wanted(k)) {
-                        let (value, source) = match broker.config.raw.get(name) {
-                            Some(v) => (v.clone(), Source::StaticBroker),
-                            None => (default, Source::Default),
-                        };
-                        let synonyms = if request.include_synonyms {
-                            vec![synonym(name, &value, source as i8)]
-                        } else {
-                            Vec::new()
-                        };
-                        result.configs.push(DescribeConfigsResourceResult {
-                            name: name.to_string(),
-                            value: Some(value),
-                            read_only: true,
-                            is_default: source == Source::Default,
-                            config_source: source as i8,
-                            is_sensitive: false,
-                            synonyms,
-                            config_type: if version >= 3 { kind.type_code() } else { 0 },
-                            documentation: None,
-                        });
-                    }
+                    let include_synonyms = request.include_synonyms;
+                    result.configs = broker_entries(broker)
+                        .into_iter()
+                        .filter(|e| wanted(e.name))
+                        .map(|e| {
+                            let (value, source) = e.levels[0].clone();
+                            let synonyms = if include_synonyms {
+                                e.levels.iter().map(|(v, s)| synonym(e.name, v, *s as i8)).collect()
+                            } else {
+                                Vec::new()
+                            };
+                            DescribeConfigsResourceResult {
+                                name: e.name.to_string(),
+                                value: Some(value),
+                                read_only: !e.dynamic,
+                                is_default: source == Source::Default,
+                                config_source: source as i8,
+                                is_sensitive: false,
+                                synonyms,
+                                config_type: if version >= 3 { e.kind.type_code() } else { 0 },
+                                documentation: None,
+                            }
+                        })
+                        .collect();
                 }
                 other => {
                     result.error_code = ErrorCode::InvalidRequest.code();
@@ -137,26 +165,56 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
     DescribeConfigsResponse { results, ..Default::default() }
 }
 
+/// One key of a BROKER resource as DescribeConfigs shows it.
+struct BrokerEntry {
+    name: &'static str,
+    /// Its values, highest precedence first; the last is the default.
+    levels: Vec<(String, Source)>,
+    kind: Kind,
+    /// Whether IncrementalAlterConfigs may change it (the topic defaults).
+    dynamic: bool,
+}
+
+/// Every key of this broker: the static ones of server.properties, then the broker-level
+/// topic defaults with their dynamic values, sorted by name.
+fn broker_entries(broker: &Broker) -> Vec<BrokerEntry> {
+    let defaults = broker.topic_defaults();
+    let mut entries: Vec<BrokerEntry> = BROKER_KEYS
+        .iter()
+        .filter(|(k, _)| KEYS.iter().all(|t| t.broker_key != *k))
+        .map(|(k, d)| {
+            let mut levels = vec![(d.to_string(), Source::Default)];
+            if let Some(v) = broker.config.raw.get(*k) {
+                levels.insert(0, (v.clone(), Source::StaticBroker));
+            }
+            BrokerEntry { name: k, levels, kind: Kind::Enum(&[]), dynamic: false }
+        })
+        .collect();
+    entries.extend(KEYS.iter().map(|k| BrokerEntry {
+        name: k.broker_key,
+        levels: defaults.levels(k.name),
+        kind: k.kind,
+        dynamic: true,
+    }));
+    entries.sort_by(|a, b| a.name.cmp(b.name));
+    entries.dedup_by(|a, b| a.name == b.name);
+    entries
+}
+
 fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
     DescribeConfigsSynonym { name: name.to_string(), value: Some(value.to_string()), source }
 }
 
-fn broker_alter_refused(broker: &Broker, name: &str) -> (ErrorCode, String) {
-    let me = broker.config.node_id.to_string();
-    if !name.is_empty() && name != me {
-        return (ErrorCode::InvalidRequest, format!("this is broker {me}, not {name}"));
-    }
-    (
-        ErrorCode::InvalidRequest,
-        "dynamic broker configuration is not supported; set it in server.properties and restart".into(),
-    )
+/// Whether the active controller handles changes to this resource type.
+fn forwarded_type(resource_type: i8) -> bool {
+    resource_type == TOPIC || resource_type == BROKER
 }
 
-/// Handles AlterConfigs: the given set replaces every override of a topic (forwarded to
-/// the active controller); broker resources are refused here.
+/// Handles AlterConfigs: the given set replaces every override of a topic or every
+/// dynamic config of a broker resource (forwarded to the active controller).
 pub async fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfigsResponse {
-    let (topics, others): (Vec<_>, Vec<_>) =
-        request.resources.iter().cloned().partition(|r| r.resource_type == TOPIC);
+    let topics: Vec<_> =
+        request.resources.iter().filter(|r| forwarded_type(r.resource_type)).cloned().collect();
     let mut forwarded = Vec::new();
     if !topics.is_empty() {
         let body = RequestBody::AlterConfigs(AlterConfigsRequest {
@@ -172,12 +230,15 @@ pub async fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfig
         .resources
         .iter()
         .map(|res| {
-            if res.resource_type == TOPIC {
-                if let Some(r) = forwarded.iter().find(|r| r.resource_name == res.resource_name) {
+            if forwarded_type(res.resource_type) {
+                if let Some(r) = forwarded
+                    .iter()
+                    .find(|r| r.resource_type == res.resource_type && r.resource_name == res.resource_name)
+                {
                     return r.clone();
                 }
             }
-            let (code, message) = refusal(broker, res.resource_type, &res.resource_name);
+            let (code, message) = refusal(res.resource_type);
             AlterConfigsResourceResponse {
                 error_code: code.code(),
                 error_message: Some(message),
@@ -186,16 +247,15 @@ pub async fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfig
             }
         })
         .collect();
-    let _ = others;
     AlterConfigsResponse { responses, ..Default::default() }
 }
 
-/// Why a non-topic resource (or a topic the controller did not answer for) is refused.
-fn refusal(broker: &Broker, resource_type: i8, name: &str) -> (ErrorCode, String) {
-    match resource_type {
-        BROKER => broker_alter_refused(broker, name),
-        TOPIC => (ErrorCode::NotController, "no active controller answered".into()),
-        other => (ErrorCode::InvalidRequest, format!("resource type {other} is not supported")),
+/// Why a resource is refused: a type not supported, or no controller answered for it.
+fn refusal(resource_type: i8) -> (ErrorCode, String) {
+    if forwarded_type(resource_type) {
+        (ErrorCode::NotController, "no active controller answered".into())
+    } else {
+        (ErrorCode::InvalidRequest, format!("resource type {resource_type} is not supported"))
     }
 }
 
@@ -210,12 +270,13 @@ async fn await_configs(broker: &Broker, accepted: &[AlterConfigsResourceResponse
 }
 
 /// Handles IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT per key of a topic
-/// (forwarded to the active controller); broker resources are refused here.
+/// or a broker resource (forwarded to the active controller).
 pub async fn incremental_alter(
     broker: &Broker,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let topics: Vec<_> = request.resources.iter().filter(|r| r.resource_type == TOPIC).cloned().collect();
+    let topics: Vec<_> =
+        request.resources.iter().filter(|r| forwarded_type(r.resource_type)).cloned().collect();
     let mut forwarded = Vec::new();
     if !topics.is_empty() {
         let body = RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
@@ -240,12 +301,15 @@ pub async fn incremental_alter(
         .resources
         .iter()
         .map(|res| {
-            if res.resource_type == TOPIC {
-                if let Some(r) = forwarded.iter().find(|r| r.resource_name == res.resource_name) {
+            if forwarded_type(res.resource_type) {
+                if let Some(r) = forwarded
+                    .iter()
+                    .find(|r| r.resource_type == res.resource_type && r.resource_name == res.resource_name)
+                {
                     return r.clone();
                 }
             }
-            let (code, message) = refusal(broker, res.resource_type, &res.resource_name);
+            let (code, message) = refusal(res.resource_type);
             incremental::AlterConfigsResourceResponse {
                 error_code: code.code(),
                 error_message: Some(message),

@@ -319,7 +319,7 @@ fn append_to(
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err((ErrorCode::InvalidRecord, Some("produce request without records".into())));
     };
-    let (policy, _) = broker.config.topic_defaults.resolve(&meta.configs, "cleanup.policy");
+    let (policy, _) = broker.topic_defaults().resolve(&meta.configs, "cleanup.policy");
     if policy.split(',').any(|p| p.trim() == "compact") {
         *record_errors = records_without_key(&records, topic, index, broker.config.message_max_bytes);
         if !record_errors.is_empty() {
@@ -328,7 +328,7 @@ fn append_to(
     }
     let mut min_isr = 1;
     if acks == -1 {
-        let (value, _) = broker.config.topic_defaults.resolve(&meta.configs, "min.insync.replicas");
+        let (value, _) = broker.topic_defaults().resolve(&meta.configs, "min.insync.replicas");
         min_isr = value.parse().unwrap_or(1);
         let isr_size = partition.isr_size();
         if isr_size < min_isr {

@@ -91,6 +91,8 @@ pub struct MetadataImage {
     pub topic_names: HashMap<Uuid, String>,
     /// First producer id of the next block the controller hands out.
     pub next_producer_id: i64,
+    /// Dynamic broker configs by resource name (`""`: cluster default; a node id).
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// What applying a record produced that its writer wants to know.
@@ -188,6 +190,13 @@ impl MetadataImage {
             MetadataRecord::TopicConfig { topic_id, configs } => {
                 self.update_topic(topic_id.0, |t| t.configs = configs.clone());
             }
+            MetadataRecord::BrokerConfig { resource_name, configs } => {
+                if configs.is_empty() {
+                    self.broker_configs.remove(resource_name);
+                } else {
+                    self.broker_configs.insert(resource_name.clone(), configs.clone());
+                }
+            }
             MetadataRecord::Partition(p) => {
                 self.update_topic(p.topic_id.0, |t| set_partition(t, p));
             }
@@ -228,6 +237,7 @@ impl MetadataImage {
             brokers: self.brokers.values().map(|b| (**b).clone()).collect(),
             topics: self.topics.values().map(|t| (**t).clone()).collect(),
             next_producer_id: self.next_producer_id,
+            broker_configs: self.broker_configs.clone(),
         }
     }
 
@@ -237,6 +247,7 @@ impl MetadataImage {
             applied_index: s.applied_index,
             cluster_id: s.cluster_id,
             next_producer_id: s.next_producer_id,
+            broker_configs: s.broker_configs,
             ..MetadataImage::default()
         };
         for b in s.brokers {
@@ -303,6 +314,9 @@ pub struct ImageSnapshot {
     pub topics: Vec<TopicImage>,
     /// Next producer-id block start.
     pub next_producer_id: i64,
+    /// Dynamic broker configs (absent in snapshots written before they existed).
+    #[serde(default)]
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 #[cfg(test)]

@@ -35,11 +35,12 @@ pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
             let broker2 = b.clone();
             let changes = tokio::task::spawn_blocking(move || {
                 broker2.metrics.metadata_applied(previous.as_deref(), &next);
+                let defaults_changed = broker2.apply_dynamic_configs(previous.as_deref(), &next);
                 crate::replica::apply_image(
                     &broker2.replicas,
-                    previous.as_deref(),
+                    previous.as_deref().filter(|_| !defaults_changed),
                     &next,
-                    &broker2.config.topic_defaults,
+                    &broker2.topic_defaults(),
                     caught_up,
                     crate::clock::now_ms(),
                 )

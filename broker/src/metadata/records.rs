@@ -144,6 +144,15 @@ pub enum MetadataRecord {
         /// Every override set on the topic.
         configs: BTreeMap<String, String>,
     },
+    /// Dynamic broker configs (IncrementalAlterConfigs / AlterConfigs on a BROKER
+    /// resource), replaced as a whole: `resource_name` is a node id for one broker's, or
+    /// empty for the cluster-wide default every broker applies.
+    BrokerConfig {
+        /// `""` (cluster default) or a node id.
+        resource_name: String,
+        /// Every dynamic key set on the resource (broker key names, e.g. `log.retention.ms`).
+        configs: BTreeMap<String, String>,
+    },
     /// A partition's full state.
     Partition(PartitionRecord),
     /// A topic and its partitions were deleted.

@@ -266,7 +266,7 @@ impl Scrape {
         let me = self.broker.config.node_id;
         let (mut under_replicated, mut under_min_isr, mut offline) = (0i64, 0i64, 0i64);
         for t in image.topics.values() {
-            let (min_isr, _) = self.broker.config.topic_defaults.resolve(&t.configs, "min.insync.replicas");
+            let (min_isr, _) = self.broker.topic_defaults().resolve(&t.configs, "min.insync.replicas");
             let min_isr: usize = min_isr.parse().unwrap_or(1);
             for p in &t.partitions {
                 if p.leader < 0 {
