@@ -55,7 +55,7 @@ impl ControllerState {
                 Ok(plan) => {
                     result.num_partitions = plan.assignments.len() as i32;
                     result.replication_factor = plan.assignments.first().map_or(0, |a| a.len() as i16);
-                    result.configs = Some(self.describe_new_topic_configs(&plan.configs));
+                    result.configs = Some(self.describe_new_topic_configs(pending.image(), &plan.configs));
                     if !request.validate_only {
                         result.topic_id = plan.id.0;
                         tracing::info!(topic = %t.name, partitions = plan.assignments.len(), "creating topic");
@@ -140,11 +140,18 @@ impl ControllerState {
         Ok(TopicPlan { name: t.name.clone(), id: TopicId(new_topic_id()), configs, assignments })
     }
 
-    fn describe_new_topic_configs(&self, configs: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
+    /// The new topic's configs as CreateTopics v5+ answers them, under the cluster-wide
+    /// dynamic defaults (a broker's own dynamic values apply on that broker only).
+    fn describe_new_topic_configs(
+        &self,
+        image: &MetadataImage,
+        configs: &BTreeMap<String, String>,
+    ) -> Vec<CreatableTopicConfigs> {
+        let defaults = self.settings.topic_defaults.with_dynamic(image.broker_configs.get(""), None);
         topic::KEYS
             .iter()
             .map(|k| {
-                let (value, source) = self.settings.topic_defaults.resolve(configs, k.name);
+                let (value, source) = defaults.resolve(configs, k.name);
                 CreatableTopicConfigs {
                     name: k.name.to_string(),
                     value: Some(value),
@@ -389,6 +396,26 @@ mod tests {
             replication_factor: rf,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_new_topic_is_described_under_the_cluster_wide_dynamic_defaults() {
+        let (mut image, state) = cluster(&[1]);
+        image.apply_batch(
+            50,
+            &[MetadataRecord::BrokerConfig {
+                resource_name: String::new(),
+                configs: [("compression.type".to_string(), "lz4".to_string())].into(),
+            }],
+        );
+        let request = CreateTopicsRequest { topics: vec![create("t", 1, 1)], ..Default::default() };
+        let (_, response) = state.create_topics(&Arc::new(image), &request);
+        let configs = response.topics[0].configs.as_ref().expect("configs described");
+        let c = configs.iter().find(|c| c.name == "compression.type").expect("compression.type");
+        assert_eq!(
+            (c.value.as_deref(), c.config_source),
+            (Some("lz4"), topic::Source::DynamicDefaultBroker as i8)
+        );
     }
 
     #[test]
