@@ -1,6 +1,7 @@
-//! Fetching: one Fetch request in flight per leader broker, for the assigned, unpaused
-//! partitions with a position and nothing buffered, so responses arrive while the
-//! application processes the last poll's records (prefetch). Requests use topic ids
+//! Fetching: each assigned, unpaused partition with a position and nothing buffered is
+//! in at most one Fetch request at a time, the partitions of one leader broker sent
+//! together, so responses arrive while the application processes the last poll's records
+//! (prefetch). Requests use topic ids
 //! (v13+) when the broker and the metadata have them, names otherwise; each partition
 //! carries the leader epoch the metadata knows (KIP-320) so a stale leader is refused.
 
