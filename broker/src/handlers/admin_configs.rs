@@ -78,17 +78,9 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                                 synonyms.push(synonym(k.broker_key, &v, source as i8));
                             }
                         }
-                        result.configs.push(DescribeConfigsResourceResult {
-                            name: k.name.to_string(),
-                            value: Some(value),
-                            read_only: false,
-                            is_default: source == Source::Default,
-                            config_source: source as i8,
-                            is_sensitive: false,
-                            synonyms,
-                            config_type: if version >= 3 { k.kind.type_code() } else { 0 },
-                            documentation: None,
-                        });
+                        result
+                            .configs
+                            .push(described(k.name, value, source, false, synonyms, k.kind, version));
                     }
                 }
                 BROKER => {
@@ -104,22 +96,21 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                                 .iter()
                                 .find(|k| k.broker_key == name)
                                 .map_or(Kind::Enum(&[]), |k| k.kind);
-                            let source = Source::DynamicDefaultBroker as i8;
-                            result.configs.push(DescribeConfigsResourceResult {
-                                name: name.clone(),
-                                value: Some(value.clone()),
-                                read_only: false,
-                                is_default: false,
-                                config_source: source,
-                                is_sensitive: false,
-                                synonyms: if request.include_synonyms {
-                                    vec![synonym(name, value, source)]
-                                } else {
-                                    Vec::new()
-                                },
-                                config_type: if version >= 3 { kind.type_code() } else { 0 },
-                                documentation: None,
-                            });
+                            let source = Source::DynamicDefaultBroker;
+                            let synonyms = if request.include_synonyms {
+                                vec![synonym(name, value, source as i8)]
+                            } else {
+                                Vec::new()
+                            };
+                            result.configs.push(described(
+                                name,
+                                value.clone(),
+                                source,
+                                false,
+                                synonyms,
+                                kind,
+                                version,
+                            ));
                         }
                         return result;
                     }
@@ -140,17 +131,7 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                             } else {
                                 Vec::new()
                             };
-                            DescribeConfigsResourceResult {
-                                name: e.name.to_string(),
-                                value: Some(value),
-                                read_only: !e.dynamic,
-                                is_default: source == Source::Default,
-                                config_source: source as i8,
-                                is_sensitive: false,
-                                synonyms,
-                                config_type: if version >= 3 { e.kind.type_code() } else { 0 },
-                                documentation: None,
-                            }
+                            described(e.name, value, source, !e.dynamic, synonyms, e.kind, version)
                         })
                         .collect();
                 }
@@ -199,6 +180,29 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry> {
     entries.sort_by(|a, b| a.name.cmp(b.name));
     entries.dedup_by(|a, b| a.name == b.name);
     entries
+}
+
+/// One described config; `config_type` only from v3, as Kafka answers.
+fn described(
+    name: &str,
+    value: String,
+    source: Source,
+    read_only: bool,
+    synonyms: Vec<DescribeConfigsSynonym>,
+    kind: Kind,
+    version: i16,
+) -> DescribeConfigsResourceResult {
+    DescribeConfigsResourceResult {
+        name: name.to_string(),
+        value: Some(value),
+        read_only,
+        is_default: source == Source::Default,
+        config_source: source as i8,
+        is_sensitive: false,
+        synonyms,
+        config_type: if version >= 3 { kind.type_code() } else { 0 },
+        documentation: None,
+    }
 }
 
 fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
