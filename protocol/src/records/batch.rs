@@ -31,7 +31,7 @@ const PRODUCER_EPOCH_OFFSET: usize = 51;
 const BASE_SEQUENCE_OFFSET: usize = 53;
 const RECORDS_COUNT_OFFSET: usize = 57;
 
-const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
+pub(crate) const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
 const TRANSACTIONAL_BIT: i16 = 1 << 4;
 const CONTROL_BIT: i16 = 1 << 5;
 const DELETE_HORIZON_BIT: i16 = 1 << 6;

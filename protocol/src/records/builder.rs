@@ -3,8 +3,12 @@
 
 use bytes::{BufMut, Bytes};
 
-use super::batch::{RecordBatchMut, TimestampType, BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2};
+use super::batch::{
+    RecordBatchMut, TimestampType, BATCH_HEADER_SIZE, CRC_OFFSET, CRC_START, LOG_OVERHEAD, MAGIC_V2,
+    TIMESTAMP_TYPE_BIT,
+};
 use super::compression::{compress, Compression, SnappyFormat};
+use super::crc::{crc32c, crc32c_combine, Crc32c};
 use super::error::RecordsError;
 use super::record::RecordHeader;
 use super::varint::{put_varint, put_varlong, varint_len, varlong_len};
@@ -36,8 +40,15 @@ impl NewRecord {
     }
 }
 
+/// Records of an uncompressed batch are checksummed in steps of this many bytes as they
+/// are appended, while they are still in the appending core's cache: a producer that
+/// seals a batch on another core (or long after) would otherwise read all of it back
+/// from memory for the CRC alone.
+const CRC_STEP: usize = 16 * 1024;
+
 /// Builds one valid v2 batch: records are encoded as they are appended, and compression
-/// and the CRC are applied once by [`RecordBatchBuilder::build`].
+/// and the CRC are applied once by [`RecordBatchBuilder::build`] (an uncompressed
+/// batch's records are checksummed as they come, in [`CRC_STEP`] pieces).
 #[derive(Debug, Clone)]
 pub struct RecordBatchBuilder {
     base_offset: i64,
@@ -56,6 +67,9 @@ pub struct RecordBatchBuilder {
     /// Room for the batch header (filled by `build`), then the encoded records: an
     /// uncompressed batch is built in place, without copying its records again.
     records: Vec<u8>,
+    /// CRC-32C of `records[BATCH_HEADER_SIZE..crc_done]` (uncompressed batches only).
+    records_crc: Option<Crc32c>,
+    crc_done: usize,
 }
 
 impl RecordBatchBuilder {
@@ -77,6 +91,8 @@ impl RecordBatchBuilder {
             max_timestamp: super::NO_TIMESTAMP,
             count: 0,
             records: vec![0; BATCH_HEADER_SIZE],
+            records_crc: None,
+            crc_done: BATCH_HEADER_SIZE,
         }
     }
 
@@ -181,14 +197,40 @@ impl RecordBatchBuilder {
         self.max_timestamp =
             if self.count == 0 { record.timestamp } else { self.max_timestamp.max(record.timestamp) };
         self.count = next_count;
+        if self.records.len() - self.crc_done >= CRC_STEP && self.compression == Compression::None {
+            self.fold_crc();
+        }
         Ok(self.base_offset.wrapping_add(i64::from(offset_delta)))
     }
 
+    /// Checksums the records appended since the last step.
+    fn fold_crc(&mut self) {
+        let crc = self.records_crc.get_or_insert_with(Crc32c::default);
+        crc.update(&self.records[self.crc_done..]);
+        self.crc_done = self.records.len();
+    }
+
     /// Encodes the batch: compresses the records, writes the header and the CRC.
-    pub fn build(self) -> Result<Bytes, RecordsError> {
+    pub fn build(mut self) -> Result<Bytes, RecordsError> {
         if self.count == 0 {
             return Err(RecordsError::EmptyBatch);
         }
+        // The records' CRC so far, if they were checksummed as they came (an
+        // uncompressed batch of at least one step).
+        let mut records_crc = None;
+        if self.compression == Compression::None && self.records_crc.is_some() {
+            self.fold_crc();
+            records_crc = self.records_crc.as_ref().map(|c| (c.finish(), self.crc_done - BATCH_HEADER_SIZE));
+        }
+        let fields = HeaderFields {
+            base_offset: self.base_offset,
+            partition_leader_epoch: self.partition_leader_epoch,
+            count: self.count,
+            base_timestamp: self.base_timestamp.unwrap_or(super::NO_TIMESTAMP),
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: self.base_sequence,
+        };
         let mut buf = match self.compression {
             Compression::None => self.records,
             codec => {
@@ -212,26 +254,57 @@ impl RecordBatchBuilder {
             Some(ts) => (TimestampType::LogAppendTime, ts),
             None => (TimestampType::CreateTime, self.max_timestamp),
         };
-        let mut header = &mut buf[..BATCH_HEADER_SIZE];
-        header.put_i64(self.base_offset);
-        header.put_i32(batch_length);
-        header.put_i32(self.partition_leader_epoch);
-        header.put_i8(MAGIC_V2);
-        header.put_u32(0); // CRC, filled below
-        header.put_i16(attributes);
-        header.put_i32(self.count - 1);
-        header.put_i64(self.base_timestamp.unwrap_or(super::NO_TIMESTAMP));
-        header.put_i64(self.max_timestamp);
-        header.put_i64(self.producer_id);
-        header.put_i16(self.producer_epoch);
-        header.put_i32(self.base_sequence);
-        header.put_i32(self.count);
-        debug_assert!(header.is_empty());
+        if let Some((crc, len)) = records_crc {
+            // The header is written as it will be stored (timestamp type, max
+            // timestamp) and its CRC joined to the records'.
+            if timestamp_type == TimestampType::LogAppendTime {
+                attributes |= TIMESTAMP_TYPE_BIT;
+            }
+            write_header(&mut buf, &fields, batch_length, attributes, max_timestamp);
+            let header_crc = crc32c(&buf[CRC_START..BATCH_HEADER_SIZE]);
+            let crc = crc32c_combine(header_crc, crc, len);
+            buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+            debug_assert!(RecordBatchMut::new(&mut buf).is_ok());
+            return Ok(Bytes::from(buf));
+        }
+        write_header(&mut buf, &fields, batch_length, attributes, self.max_timestamp);
         let mut batch = RecordBatchMut::new(&mut buf)?;
         // Sets the timestamp type bit when needed and always computes the CRC.
         batch.set_max_timestamp(timestamp_type, max_timestamp);
         batch.recompute_crc();
         Ok(Bytes::from(buf))
+    }
+}
+
+/// The header fields a builder fixes before its buffer becomes the batch.
+struct HeaderFields {
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    count: i32,
+    base_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+}
+
+/// Writes a v2 batch header (CRC left zero) into the first [`BATCH_HEADER_SIZE`] bytes.
+fn write_header(buf: &mut [u8], b: &HeaderFields, batch_length: i32, attributes: i16, max_timestamp: i64) {
+    {
+        let mut header = &mut buf[..BATCH_HEADER_SIZE];
+        header.put_i64(b.base_offset);
+        header.put_i32(batch_length);
+        header.put_i32(b.partition_leader_epoch);
+        header.put_i8(MAGIC_V2);
+        header.put_u32(0); // CRC, filled by the caller
+        header.put_i16(attributes);
+        header.put_i32(b.count - 1);
+        header.put_i64(b.base_timestamp);
+        header.put_i64(max_timestamp);
+        header.put_i64(b.producer_id);
+        header.put_i16(b.producer_epoch);
+        header.put_i32(b.base_sequence);
+        header.put_i32(b.count);
+        debug_assert!(header.is_empty());
     }
 }
 
