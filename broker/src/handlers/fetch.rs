@@ -160,6 +160,11 @@ fn read_all(
                         pd.error_code = code.code();
                         pd.current_leader = current_leader(&image, name, fp.partition);
                     }
+                    Some(_) if version < 10 && stores_zstd(broker, &image, name) => {
+                        // KIP-110: a client that fetches below v10 cannot read zstd, so a
+                        // topic whose batches are stored as zstd is refused to it (as Kafka).
+                        pd.error_code = ErrorCode::UnsupportedCompressionType.code();
+                    }
                     Some(p) => {
                         if let Some(waker) = park {
                             p.park(waker, fetcher.replica_id >= 0);
@@ -193,6 +198,13 @@ fn read_all(
         });
     }
     (FetchResponse { responses, ..Default::default() }, total, any_error)
+}
+
+/// Whether the topic's `compression.type` (its own or the broker's) is zstd.
+fn stores_zstd(broker: &Broker, image: &MetadataImage, topic: &str) -> bool {
+    image
+        .topic(topic)
+        .is_some_and(|t| broker.topic_defaults().resolve(&t.configs, "compression.type").0 == "zstd")
 }
 
 /// The leader the metadata names for a partition (tagged `CurrentLeader`, v12+), so a

@@ -22,7 +22,7 @@ use strata_protocol::messages::produce::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceRequest, ProduceResponse,
     TopicProduceResponse,
 };
-use strata_protocol::records::{RecordBatch, RecordBatches};
+use strata_protocol::records::{Compression, RecordBatch, RecordBatches};
 use strata_protocol::ErrorCode;
 
 /// What to send back.
@@ -73,6 +73,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                 (None, Some(&code)) => Err((code, Some(format!("{} for this transaction", code.name())))),
                 (None, None) => append(
                     broker,
+                    version,
                     meta.as_deref(),
                     &topic.name,
                     pd.index,
@@ -120,6 +121,12 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         }
         ProduceResponse { responses, ..Default::default() }
     }))
+}
+
+/// The codec of the first batch of a Produce request's records, read from its header
+/// (the check Kafka's `ProduceRequest.validateRecords` makes of the first batch).
+fn first_batch_codec(records: &bytes::Bytes) -> Option<Compression> {
+    RecordBatch::parse(records).ok()?.compression().ok()
 }
 
 /// KIP-467 as Kafka's `LogValidator` does it for compacted topics: every record without a
@@ -274,8 +281,10 @@ async fn verify_transactional(
 }
 
 #[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)]
 fn append(
     broker: &Broker,
+    version: i16,
     meta: Option<&crate::metadata::TopicImage>,
     topic: &str,
     index: i32,
@@ -289,7 +298,8 @@ fn append(
     };
     let partition = broker.leader_partition(topic, index).map_err(|code| (code, None))?;
     let bytes = records.as_ref().map_or(0, bytes::Bytes::len);
-    let result = append_to(broker, meta, &partition, topic, index, records, acks, now, record_errors);
+    let result =
+        append_to(broker, version, meta, &partition, topic, index, records, acks, now, record_errors);
     match &result {
         Ok(a) => partition.metrics().produced(bytes, a.records),
         Err(_) => partition.metrics().produce_failed(),
@@ -301,6 +311,7 @@ fn append(
 #[allow(clippy::too_many_arguments)]
 fn append_to(
     broker: &Broker,
+    version: i16,
     meta: &crate::metadata::TopicImage,
     partition: &Arc<crate::replica::Partition>,
     topic: &str,
@@ -319,6 +330,15 @@ fn append_to(
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err((ErrorCode::InvalidRecord, Some("produce request without records".into())));
     };
+    if version < 7 && first_batch_codec(&records) == Some(Compression::Zstd) {
+        // KIP-110: zstd needs Produce v7, which tells the broker the client knows it.
+        return Err((
+            ErrorCode::UnsupportedCompressionType,
+            Some(format!(
+                "Produce requests with version {version} are not allowed to use ZStandard compression"
+            )),
+        ));
+    }
     let (policy, _) = broker.topic_defaults().resolve(&meta.configs, "cleanup.policy");
     if policy.split(',').any(|p| p.trim() == "compact") {
         *record_errors = records_without_key(&records, topic, index, broker.config.message_max_bytes);
