@@ -281,7 +281,6 @@ async fn verify_transactional(
 }
 
 #[allow(clippy::too_many_arguments)]
-#[allow(clippy::too_many_arguments)]
 fn append(
     broker: &Broker,
     version: i16,
