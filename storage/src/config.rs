@@ -34,6 +34,9 @@ pub struct LogConfig {
     /// `compression.type`: the codec a leader stores client batches in, re-encoding those
     /// sent in another; `None` keeps each batch as the producer compressed it (`producer`).
     pub compression: Option<Compression>,
+    /// The level `compression` is applied at (KIP-390's `compression.gzip.level` or
+    /// `compression.zstd.level`, whichever is the codec's); `None` is the codec's default.
+    pub compression_level: Option<i32>,
     /// `file.delete.delay.ms`: how long deleted segment files linger (renamed to
     /// `.deleted`) before removal.
     pub file_delete_delay_ms: i64,
@@ -77,6 +80,7 @@ impl Default for LogConfig {
             flush_interval_ms: i64::MAX,
             message_timestamp_type: TimestampType::CreateTime,
             compression: None,
+            compression_level: None,
             file_delete_delay_ms: 60_000,
             cleanup_policy_compact: false,
             cleanup_policy_delete: true,

@@ -108,6 +108,10 @@ def test_topic_compression_type_recompresses_and_dynamic_broker_defaults_apply(b
         code, _ = wire.incremental_alter_configs_v0(conn, 4, "not-a-node", [("compression.type", 0, "gzip")])
     assert code == wire.INVALID_REQUEST
     assert broker_configs(a, "0")["compression.type"].value == "lz4"
+    # KIP-390 levels are dynamic too, within Kafka's ranges.
+    assert set_broker(a, "0", "compression.zstd.level", "19") == 0
+    assert set_broker(a, "0", "compression.zstd.level", "23") == wire.INVALID_CONFIG
+    wait_until(lambda: topic_configs(a, plain)["compression.zstd.level"].value == "19", 20, "zstd level 19")
 
     # Dynamic configs live in the metadata log: they survive a SIGKILL.
     b.kill()

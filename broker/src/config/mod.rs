@@ -460,3 +460,53 @@ mod tests {
         assert_eq!(c.topic_defaults.get("retention.ms"), Some("180000".into()));
     }
 }
+
+#[cfg(test)]
+mod compression_level_tests {
+    use super::topic::validate;
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn kip_390_levels_take_kafkas_ranges() {
+        for (key, good, bad) in [
+            ("compression.gzip.level", &["-1", "1", "9"][..], &["0", "10", "-2", "x"][..]),
+            ("compression.lz4.level", &["1", "9", "17"][..], &["0", "18"][..]),
+            ("compression.zstd.level", &["-131072", "0", "3", "22"][..], &["23", "-131073"][..]),
+        ] {
+            for v in good {
+                assert!(validate(key, v).is_ok(), "{key}={v}");
+            }
+            for v in bad {
+                let e = validate(key, v).unwrap_err();
+                assert!(e.contains(key), "{key}={v}: {e}");
+            }
+        }
+        let e = BrokerConfig::from_map(map(&[("compression.zstd.level", "40")])).unwrap_err();
+        assert!(e.to_string().contains("compression.zstd.level"), "{e}");
+    }
+
+    #[test]
+    fn the_level_of_the_topics_codec_reaches_the_log() {
+        let c =
+            BrokerConfig::from_map(map(&[("compression.zstd.level", "19"), ("compression.gzip.level", "1")]))
+                .unwrap();
+        let defaults = &c.topic_defaults;
+        let log = |pairs: &[(&str, &str)]| defaults.log_config(&map(pairs));
+        assert_eq!(log(&[("compression.type", "zstd")]).compression_level, Some(19));
+        assert_eq!(
+            log(&[("compression.type", "zstd"), ("compression.zstd.level", "-5")]).compression_level,
+            Some(-5)
+        );
+        assert_eq!(log(&[("compression.type", "gzip")]).compression_level, Some(1));
+        assert_eq!(
+            log(&[("compression.type", "gzip"), ("compression.gzip.level", "-1")]).compression_level,
+            None
+        );
+        assert_eq!(log(&[("compression.type", "lz4")]).compression_level, None);
+        assert_eq!(log(&[]).compression_level, None, "producer keeps the producer's batches");
+    }
+}

@@ -22,6 +22,8 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// A comma-separated list of words from a fixed set.
     List(&'static [&'static str]),
+    /// A 32-bit integer in one of these inclusive ranges (a codec's levels).
+    IntIn(&'static [(i64, i64)]),
 }
 
 impl Kind {
@@ -30,7 +32,7 @@ impl Kind {
         match self {
             Kind::Bool => 1,
             Kind::Enum(_) => 2,
-            Kind::Int(_) => 3,
+            Kind::Int(_) | Kind::IntIn(_) => 3,
             Kind::Long(_) => 5,
             Kind::Ratio => 6,
             Kind::List(_) => 7,
@@ -68,6 +70,26 @@ pub const KEYS: &[Key] = &[
         broker_key: "compression.type",
         default: "producer",
         kind: Kind::Enum(CODECS),
+    },
+    // KIP-390: the level the broker compresses at when it recompresses (Kafka's ranges;
+    // gzip's -1 is the codec's default, 6). lz4 is accepted but has one level here.
+    Key {
+        name: "compression.gzip.level",
+        broker_key: "compression.gzip.level",
+        default: "-1",
+        kind: Kind::IntIn(&[(-1, -1), (1, 9)]),
+    },
+    Key {
+        name: "compression.lz4.level",
+        broker_key: "compression.lz4.level",
+        default: "9",
+        kind: Kind::IntIn(&[(1, 17)]),
+    },
+    Key {
+        name: "compression.zstd.level",
+        broker_key: "compression.zstd.level",
+        default: "3",
+        kind: Kind::IntIn(&[(-131_072, 22)]),
     },
     Key {
         name: "delete.retention.ms",
@@ -194,6 +216,17 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
             _ => Err(format!("{name} must be true or false")),
         },
         Kind::Int(min) => int(min, i64::from(i32::MAX)),
+        Kind::IntIn(ranges) => {
+            let v: i64 = value.trim().parse().map_err(|_| format!("{name} must be an integer"))?;
+            if ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&v)) {
+                return Ok(());
+            }
+            let allowed: Vec<String> = ranges
+                .iter()
+                .map(|&(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") })
+                .collect();
+            Err(format!("{name} must be in {}, got {v}", allowed.join(" or ")))
+        }
         Kind::Long(min) => int(min, i64::MAX),
         Kind::Ratio => match value.trim().parse::<f64>() {
             Ok(v) if (0.0..=1.0).contains(&v) => Ok(()),
@@ -365,6 +398,12 @@ impl TopicDefaults {
             "zstd" => Some(Compression::Zstd),
             _ => None,
         };
+        let compression_level = match compression {
+            // gzip's -1 is its default level.
+            Some(Compression::Gzip) => Some(num("compression.gzip.level") as i32).filter(|&l| l != -1),
+            Some(Compression::Zstd) => Some(num("compression.zstd.level") as i32),
+            _ => None,
+        };
         LogConfig {
             segment_bytes: num("segment.bytes").max(14) as u64,
             segment_ms: num("segment.ms"),
@@ -378,6 +417,7 @@ impl TopicDefaults {
             file_delete_delay_ms: num("file.delete.delay.ms"),
             message_timestamp_type: timestamp_type,
             compression,
+            compression_level,
             producer_id_expiration_ms: self.producer_id_expiration_ms,
             cleanup_policy_compact: policy.iter().any(|p| p == "compact"),
             cleanup_policy_delete: policy.iter().any(|p| p == "delete"),

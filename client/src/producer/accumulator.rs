@@ -214,6 +214,7 @@ pub(crate) struct Drained {
 pub(crate) struct Accumulator {
     batch_size: usize,
     compression: Compression,
+    compression_level: Option<i32>,
     transactional: bool,
     topics: Vec<TopicQueues>,
     index: HashMap<String, usize>,
@@ -230,6 +231,7 @@ impl Accumulator {
         Accumulator {
             batch_size: batch_size.max(1),
             compression,
+            compression_level: None,
             transactional,
             topics: Vec::new(),
             index: HashMap::new(),
@@ -238,6 +240,12 @@ impl Accumulator {
             rotation: 0,
             incomplete: BTreeSet::new(),
         }
+    }
+
+    /// Compresses batches at `level` (the codec's default with `None`).
+    pub(crate) fn with_compression_level(mut self, level: Option<i32>) -> Accumulator {
+        self.compression_level = level;
+        self
     }
 
     fn find(&mut self, topic: &str) -> Option<usize> {
@@ -295,7 +303,8 @@ impl Accumulator {
         let Some(t) = self.find(topic) else { return Ok(None) };
         let size = record_size(record);
         let batch_size = self.batch_size;
-        let (compression, transactional) = (self.compression, self.transactional);
+        let (compression, level, transactional) =
+            (self.compression, self.compression_level, self.transactional);
         let tq = &mut self.topics[t];
         let Some(meta) = tq.meta.as_ref() else { return Ok(None) };
         let partitions = meta.partitions;
@@ -334,6 +343,7 @@ impl Accumulator {
             self.incomplete.insert(id);
             let builder = RecordBatchBuilder::new(0)
                 .compression(compression)
+                .compression_level(level)
                 .transactional(transactional)
                 .with_capacity(batch_size.min(1 << 20).max(size + 64));
             queue.batches.push_back(ProducerBatch {

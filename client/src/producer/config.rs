@@ -59,6 +59,12 @@ pub struct ProducerConfig {
     pub buffer_memory: usize,
     /// `compression.type` (default none).
     pub compression: Compression,
+    /// `compression.gzip.level` (KIP-390; 1-9, default -1: the codec's own, 6).
+    pub gzip_level: i32,
+    /// `compression.lz4.level` (1-17, default 9): accepted; lz4 has one level here.
+    pub lz4_level: i32,
+    /// `compression.zstd.level` (-131072..22, default 3).
+    pub zstd_level: i32,
     /// `max.in.flight.requests.per.connection` (default 5; at most 5 with idempotence).
     pub max_in_flight: usize,
     /// `retries` (default `i32::MAX`): sends of a batch after the first, bounded anyway by
@@ -98,6 +104,9 @@ impl Default for ProducerConfig {
             batch_size: 16384,
             buffer_memory: 32 << 20,
             compression: Compression::None,
+            gzip_level: -1,
+            lz4_level: 9,
+            zstd_level: 3,
             max_in_flight: 5,
             retries: i32::MAX as u32,
             delivery_timeout: Duration::from_millis(120_000),
@@ -134,6 +143,9 @@ impl ProducerConfig {
             "batch.size" => self.batch_size = number(key, value)?,
             "buffer.memory" => self.buffer_memory = number(key, value)?,
             "compression.type" => self.compression = compression(value)?,
+            "compression.gzip.level" => self.gzip_level = level(key, value, &[(-1, -1), (1, 9)])?,
+            "compression.lz4.level" => self.lz4_level = level(key, value, &[(1, 17)])?,
+            "compression.zstd.level" => self.zstd_level = level(key, value, &[(-131_072, 22)])?,
             "max.in.flight.requests.per.connection" => {
                 self.max_in_flight = number(key, value)?;
                 if self.max_in_flight == 0 {
@@ -194,6 +206,31 @@ impl ProducerConfig {
     }
 }
 
+impl ProducerConfig {
+    /// The level batches are compressed at: the configured codec's, `None` for its default.
+    pub fn compression_level(&self) -> Option<i32> {
+        match self.compression {
+            Compression::Gzip => Some(self.gzip_level).filter(|&l| l != -1),
+            Compression::Zstd => Some(self.zstd_level),
+            _ => None,
+        }
+    }
+}
+
+/// A codec level in one of Kafka's ranges for it.
+fn level(key: &str, value: &str, ranges: &[(i32, i32)]) -> Result<i32> {
+    let v: i32 =
+        value.trim().parse().map_err(|_| Error::config(format!("{key}={value} is not an integer")))?;
+    if ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&v)) {
+        return Ok(v);
+    }
+    let allowed: Vec<String> = ranges
+        .iter()
+        .map(|&(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") })
+        .collect();
+    Err(Error::config(format!("{key}={value} is not in {}", allowed.join(" or "))))
+}
+
 fn compression(value: &str) -> Result<Compression> {
     Ok(match value.trim() {
         "none" => Compression::None,
@@ -229,6 +266,22 @@ mod tests {
         c.set("compression.type", "lz4").unwrap();
         assert_eq!(c.compression, Compression::Lz4);
         assert!(c.set("compression.type", "brotli").is_err());
+        assert_eq!(c.compression_level(), None, "lz4 has one level");
+        c.set("compression.type", "zstd").unwrap();
+        assert_eq!(c.compression_level(), Some(3));
+        c.set("compression.zstd.level", "19").unwrap();
+        assert_eq!(c.compression_level(), Some(19));
+        c.set("compression.type", "gzip").unwrap();
+        assert_eq!(c.compression_level(), None, "gzip's -1 is its default");
+        c.set("compression.gzip.level", "1").unwrap();
+        assert_eq!(c.compression_level(), Some(1));
+        for (k, v) in [
+            ("compression.gzip.level", "0"),
+            ("compression.zstd.level", "23"),
+            ("compression.lz4.level", "x"),
+        ] {
+            assert!(c.set(k, v).is_err(), "{k}={v}");
+        }
         c.set("request.timeout.ms", "100").unwrap();
         assert_eq!(c.client.request_timeout, Duration::from_millis(100));
         let e = c.set("lingr.ms", "1").unwrap_err().to_string();

@@ -170,7 +170,8 @@ impl Producer {
         let transactional = config.transactional_id.is_some();
         let mode = Mode { idempotent: config.enable_idempotence, transactional };
         let state = State {
-            acc: Accumulator::new(config.batch_size, config.compression, transactional),
+            acc: Accumulator::new(config.batch_size, config.compression, transactional)
+                .with_compression_level(config.compression_level()),
             pid: ProducerIdAndEpoch::NONE,
             bump_needed: false,
             bumping: false,

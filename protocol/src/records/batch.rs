@@ -395,6 +395,17 @@ impl RecordBatch {
         snappy_format: super::SnappyFormat,
         max_uncompressed_bytes: usize,
     ) -> Result<Bytes, RecordsError> {
+        self.recompressed_at(target, snappy_format, max_uncompressed_bytes, None)
+    }
+
+    /// [`RecordBatch::recompressed`] at a codec level (see [`super::compress_at`]).
+    pub fn recompressed_at(
+        &self,
+        target: Compression,
+        snappy_format: super::SnappyFormat,
+        max_uncompressed_bytes: usize,
+        level: Option<i32>,
+    ) -> Result<Bytes, RecordsError> {
         let source = self.compression()?;
         if source == target {
             return Ok(self.buf.clone());
@@ -409,7 +420,9 @@ impl RecordBatch {
         out.extend_from_slice(&self.buf[..BATCH_HEADER_SIZE]);
         match target {
             Compression::None => out.extend_from_slice(raw),
-            codec => out.extend_from_slice(&super::compression::compress(codec, raw, snappy_format)?),
+            codec => {
+                out.extend_from_slice(&super::compression::compress_at(codec, raw, snappy_format, level)?)
+            }
         }
         let batch_length =
             i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| RecordsError::BatchTooLarge)?;

@@ -7,7 +7,7 @@ use super::batch::{
     RecordBatchMut, TimestampType, BATCH_HEADER_SIZE, CRC_OFFSET, CRC_START, LOG_OVERHEAD, MAGIC_V2,
     TIMESTAMP_TYPE_BIT,
 };
-use super::compression::{compress, Compression, SnappyFormat};
+use super::compression::{compress_at, Compression, SnappyFormat};
 use super::crc::{crc32c, crc32c_combine, Crc32c};
 use super::error::RecordsError;
 use super::record::RecordHeader;
@@ -59,6 +59,7 @@ pub struct RecordBatchBuilder {
     transactional: bool,
     control: bool,
     compression: Compression,
+    compression_level: Option<i32>,
     snappy_format: SnappyFormat,
     log_append_time: Option<i64>,
     base_timestamp: Option<i64>,
@@ -85,6 +86,7 @@ impl RecordBatchBuilder {
             transactional: false,
             control: false,
             compression: Compression::None,
+            compression_level: None,
             snappy_format: SnappyFormat::default(),
             log_append_time: None,
             base_timestamp: None,
@@ -127,6 +129,12 @@ impl RecordBatchBuilder {
     /// Chooses the codec applied at [`RecordBatchBuilder::build`].
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
+        self
+    }
+
+    /// Chooses the codec's level (see [`super::compress_at`]); `None` is its default.
+    pub fn compression_level(mut self, level: Option<i32>) -> Self {
+        self.compression_level = level;
         self
     }
 
@@ -234,7 +242,12 @@ impl RecordBatchBuilder {
         let mut buf = match self.compression {
             Compression::None => self.records,
             codec => {
-                let payload = compress(codec, &self.records[BATCH_HEADER_SIZE..], self.snappy_format)?;
+                let payload = compress_at(
+                    codec,
+                    &self.records[BATCH_HEADER_SIZE..],
+                    self.snappy_format,
+                    self.compression_level,
+                )?;
                 let mut buf = Vec::with_capacity(BATCH_HEADER_SIZE + payload.len());
                 buf.resize(BATCH_HEADER_SIZE, 0);
                 buf.extend_from_slice(&payload);

@@ -74,11 +74,28 @@ pub fn compress(
     data: &[u8],
     snappy_format: SnappyFormat,
 ) -> Result<Vec<u8>, RecordsError> {
+    compress_at(codec, data, snappy_format, None)
+}
+
+/// [`compress`] at a codec level (KIP-390's `compression.gzip.level` 1-9 and
+/// `compression.zstd.level` -131072..22); `None` is the codec's default (gzip 6, zstd 3).
+/// lz4 and snappy have a single level here (`lz4_flex` has no high-compression mode), so
+/// `level` does not change them.
+pub fn compress_at(
+    codec: Compression,
+    data: &[u8],
+    snappy_format: SnappyFormat,
+    level: Option<i32>,
+) -> Result<Vec<u8>, RecordsError> {
     let io_err = |source| RecordsError::Compression { codec, source };
     match codec {
         Compression::None => Ok(data.to_vec()),
         Compression::Gzip => {
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let level = match level {
+                Some(l @ 0..=9) => flate2::Compression::new(l as u32),
+                _ => flate2::Compression::default(),
+            };
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), level);
             enc.write_all(data).map_err(io_err)?;
             enc.finish().map_err(io_err)
         }
@@ -94,7 +111,9 @@ pub fn compress(
             enc.write_all(data).map_err(io_err)?;
             enc.finish().map_err(|e| io_err(e.into()))
         }
-        Compression::Zstd => zstd::bulk::compress(data, zstd::DEFAULT_COMPRESSION_LEVEL).map_err(io_err),
+        Compression::Zstd => {
+            zstd::bulk::compress(data, level.unwrap_or(zstd::DEFAULT_COMPRESSION_LEVEL)).map_err(io_err)
+        }
     }
 }
 

@@ -52,7 +52,7 @@ pub use batch::{
     BATCH_HEADER_SIZE, CRC_OFFSET, CRC_START, LOG_OVERHEAD, MAGIC_V2,
 };
 pub use builder::{NewRecord, RecordBatchBuilder};
-pub use compression::{compress, decompress, Compression, SnappyFormat};
+pub use compression::{compress, compress_at, decompress, Compression, SnappyFormat};
 pub use control::{ControlRecordType, EndTxnMarker, EndTxnMarkerBatch};
 pub use crc::{crc32c, Crc32c};
 pub use error::RecordsError;

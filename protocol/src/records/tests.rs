@@ -518,3 +518,41 @@ fn batches_checksummed_as_built_carry_the_crc_of_their_bytes() {
         }
     }
 }
+
+#[test]
+fn codec_levels_change_the_size_and_read_back_the_same() {
+    // Words drawn from a small vocabulary by a fixed pseudo-random sequence: text a
+    // codec compresses better the harder it tries.
+    const WORDS: [&str; 12] = [
+        "alpha", "broker", "commit", "delta", "epoch", "fetch", "group", "high", "index", "join", "kafka",
+        "log",
+    ];
+    let mut x = 12345u64;
+    let text: Vec<u8> = (0..12_000)
+        .flat_map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            format!("{} ", WORDS[(x >> 33) as usize % WORDS.len()]).into_bytes()
+        })
+        .collect();
+    for (codec, low, high) in [(Compression::Zstd, 1, 19), (Compression::Gzip, 1, 9)] {
+        let fast = compress_at(codec, &text, SnappyFormat::Xerial, Some(low)).unwrap();
+        let small = compress_at(codec, &text, SnappyFormat::Xerial, Some(high)).unwrap();
+        assert!(
+            small.len() < fast.len(),
+            "{codec:?}: level {high} {} vs level {low} {}",
+            small.len(),
+            fast.len()
+        );
+        for c in [&fast, &small] {
+            assert_eq!(decompress(codec, c, LIMIT).unwrap(), text, "{codec:?}");
+        }
+    }
+    // A builder's level reaches its batch.
+    let build_at = |level| {
+        let mut b = RecordBatchBuilder::new(0).compression(Compression::Zstd).compression_level(Some(level));
+        b.append(&NewRecord::new(0, None, Some(Bytes::from(text.clone())))).unwrap();
+        b.build().unwrap()
+    };
+    let (high, low) = (build_at(19).len(), build_at(1).len());
+    assert!(high < low, "{high} vs {low}");
+}

@@ -212,7 +212,12 @@ fn recompress(
         let bytes = if differs(b) {
             let batch = RecordBatch::parse(&original).map_err(|e| parse_error(batch_index, e))?;
             batch
-                .recompressed(target, SnappyFormat::Xerial, config.max_uncompressed_batch_bytes)
+                .recompressed_at(
+                    target,
+                    SnappyFormat::Xerial,
+                    config.max_uncompressed_batch_bytes,
+                    config.compression_level,
+                )
                 .map_err(|source| StorageError::MalformedRecords { batch_index, source })?
         } else {
             original
