@@ -14,7 +14,9 @@ clients. Proves:
   acknowledged is lost (the old leader truncates its unreplicated tail);
 - the controller quorum that lost its majority makes progress again once the voters restart;
 - SIGTERM is a controlled shutdown: leadership moves away before the broker exits, so a producer
-  sees no error; preferred leader election (ElectLeaders) moves it back.
+  sees no error; preferred leader election (ElectLeaders) moves it back;
+- DeleteRecords answers only once every live replica has moved its log start offset: the leader
+  killed right after the answer leaves a new leader that starts at the deleted offset too.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import history
@@ -257,3 +259,23 @@ def test_sigterm_moves_leadership_away_first_and_preferred_election_brings_it_ba
         prod.close()
     assert not prod.errors, f"a controlled shutdown must not surface errors: {prod.errors[:5]}"
     assert_drained(c.bootstrap, topic, sends, "after a controlled shutdown and preferred election")
+
+
+@pytest.mark.timeout(180)
+def test_delete_records_waits_for_every_replica_so_a_new_leader_starts_there_too(cluster_factory):
+    c = cluster_factory()
+    topic = util.unique_topic("delrec-rf3")
+    create(c.bootstrap, topic, partitions=1, rf=3)
+    recs = util.make_records(100, "d")
+    util.confluent_produce(c.bootstrap, topic, recs, acks="all")
+    c.wait_isr(topic, 0, {0, 1, 2})
+    leader = c.partition(topic, 0).leader
+    admin = AdminClient({"bootstrap.servers": c.bootstrap, "log_level": 0})
+    res = admin.delete_records([TopicPartition(topic, 0, 60)], operation_timeout=30, request_timeout=40)
+    assert list(res.values())[0].result(timeout=45).low_watermark == 60
+    # At once, before any follower could fetch again: the answer already covered them.
+    c.kill(leader)
+    new_leader = c.wait_leader(topic, 0, not_in={leader})
+    assert new_leader != leader
+    low, high = util.watermarks(c.live_bootstrap(), topic, 0)
+    assert (low, high) == (60, 100), "the deleted records must not come back with a new leader"

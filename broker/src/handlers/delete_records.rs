@@ -1,52 +1,64 @@
 //! DeleteRecords (21): raise a partition's log start offset on its leader; whole
 //! segments below it are deleted and reads below it answer OFFSET_OUT_OF_RANGE.
-//! Followers raise theirs when their next fetch brings the leader's log start offset;
-//! the answer does not wait for them (Kafka waits until every replica has, and answers
-//! the smallest as the low watermark).
+//! Followers raise theirs when a fetch brings the leader's log start offset and report
+//! it in their next fetch; as Kafka's DelayedDeleteRecords, the answer waits (up to the
+//! request's `timeout_ms`, else REQUEST_TIMED_OUT) until every replica on a live broker
+//! has, and answers the smallest log start offset as the low watermark.
 
 use crate::broker::Broker;
+use crate::replica::WaitError;
 use strata_protocol::messages::delete_records::{
     DeleteRecordsPartitionResult, DeleteRecordsRequest, DeleteRecordsResponse, DeleteRecordsTopicResult,
 };
 use strata_protocol::ErrorCode;
 
 /// Handles DeleteRecords. Offset -1 means "up to the high watermark".
-pub fn handle(broker: &Broker, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .into_iter()
-                .map(|dp| {
-                    let mut r = DeleteRecordsPartitionResult {
-                        partition_index: dp.partition_index,
-                        low_watermark: -1,
-                        error_code: 0,
-                    };
-                    let p = match broker.leader_partition(&t.name, dp.partition_index) {
-                        Ok(p) => p,
-                        Err(code) => {
-                            r.error_code = code.code();
-                            return r;
-                        }
-                    };
+pub async fn handle(broker: &Broker, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_millis(request.timeout_ms.max(0) as u64);
+    let mut waits = Vec::new();
+    let mut topics: Vec<DeleteRecordsTopicResult> = Vec::with_capacity(request.topics.len());
+    for t in request.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for dp in t.partitions {
+            let mut r = DeleteRecordsPartitionResult {
+                partition_index: dp.partition_index,
+                low_watermark: -1,
+                error_code: 0,
+            };
+            match broker.leader_partition(&t.name, dp.partition_index) {
+                Err(code) => r.error_code = code.code(),
+                Ok(p) => {
                     let hw = p.high_watermark();
                     let target = if dp.offset == -1 { hw } else { dp.offset };
                     if target < 0 || target > hw {
                         r.error_code = ErrorCode::OffsetOutOfRange.code();
-                        return r;
+                    } else {
+                        let epoch = p.leader_epoch();
+                        match broker.replicas.delete_records(&p, target) {
+                            Ok(_) => waits.push((topics.len(), partitions.len(), p, target, epoch)),
+                            Err(e) => r.error_code = crate::errors::storage_error_code(&e).code(),
+                        }
                     }
-                    match broker.replicas.delete_records(&p, target) {
-                        Ok(low) => r.low_watermark = low,
-                        Err(e) => r.error_code = crate::errors::storage_error_code(&e).code(),
-                    }
-                    r
-                })
-                .collect();
-            DeleteRecordsTopicResult { name: t.name, partitions }
-        })
-        .collect();
+                }
+            }
+            partitions.push(r);
+        }
+        topics.push(DeleteRecordsTopicResult { name: t.name, partitions });
+    }
+    // Every live replica must have moved its log start offset too (Kafka's
+    // lowWatermarkIfLeader counts the followers on live brokers, in the ISR or not).
+    let alive = |node: i32| broker.metadata.current().broker(node).is_some_and(|b| b.is_active());
+    for (t, i, p, target, epoch) in waits {
+        let r = &mut topics[t].partitions[i];
+        match p.wait_for_low_watermark(target, epoch, deadline, alive).await {
+            Ok(low) => r.low_watermark = low,
+            Err((WaitError::Timeout, low)) => {
+                r.error_code = ErrorCode::RequestTimedOut.code();
+                r.low_watermark = low;
+            }
+            Err((WaitError::NotLeader, _)) => r.error_code = ErrorCode::NotLeaderOrFollower.code(),
+        }
+    }
     DeleteRecordsResponse { topics, ..Default::default() }
 }

@@ -282,6 +282,7 @@ fn read_partition(
         let proposal = p.on_follower_fetch(
             fetcher.replica_id,
             fp.fetch_offset,
+            fp.log_start_offset,
             fetcher.broker_epoch,
             leader_leo,
             crate::clock::now_ms(),

@@ -151,7 +151,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
         RequestBody::CreateTopics(r) => create_topics::handle(broker, version, r).await.into(),
         RequestBody::DeleteTopics(r) => delete_topics::handle(broker, version, r).await.into(),
         RequestBody::CreatePartitions(r) => create_partitions::handle(broker, r).await.into(),
-        RequestBody::DeleteRecords(r) => delete_records::handle(broker, r).into(),
+        RequestBody::DeleteRecords(r) => delete_records::handle(broker, r).await.into(),
         RequestBody::DescribeConfigs(r) => admin_configs::describe(broker, version, r).into(),
         RequestBody::AlterConfigs(r) => admin_configs::alter(broker, r).await.into(),
         RequestBody::IncrementalAlterConfigs(r) => admin_configs::incremental_alter(broker, r).await.into(),

@@ -100,6 +100,10 @@ pub struct Partition {
     /// Delayed `acks=all` produces and coordinator writes wait here for the high
     /// watermark (or a role change).
     hw_changed: Notify,
+    /// DeleteRecords answers waiting for followers' log start offsets, woken by follower
+    /// fetches while `low_watermark_waiters` is not zero.
+    follower_fetched: Notify,
+    low_watermark_waiters: AtomicUsize,
     /// The topic's counters, shared with its other partitions here.
     metrics: Arc<crate::metrics::TopicMetrics>,
     /// Whether appends are failing (a full disk), for the operator's log.
@@ -137,6 +141,8 @@ impl Partition {
             parked_consumers: ParkedFetches::default(),
             parked_followers: ParkedFetches::default(),
             hw_changed: Notify::new(),
+            follower_fetched: Notify::new(),
+            low_watermark_waiters: AtomicUsize::new(0),
             metrics,
             write_health: Default::default(),
         }
@@ -369,10 +375,12 @@ impl Partition {
     /// ISR expansion to propose, if the follower caught up. `eligible(node, broker
     /// epoch)` says whether the controller would accept the node into the ISR. `None`
     /// (and no effect) when not leading or `follower` is not a replica.
+    #[allow(clippy::too_many_arguments)]
     pub fn on_follower_fetch(
         &self,
         follower: i32,
         fetch_offset: i64,
+        log_start_offset: i64,
         broker_epoch: i64,
         leader_leo: i64,
         now_ms: i64,
@@ -383,6 +391,10 @@ impl Partition {
         let mut l = state.lock().unwrap_or_else(|p| p.into_inner());
         if !l.on_fetch(follower, fetch_offset, broker_epoch, leader_leo, now_ms) {
             return None;
+        }
+        l.note_log_start(follower, log_start_offset);
+        if self.low_watermark_waiters.load(Ordering::Acquire) > 0 {
+            self.follower_fetched.notify_waiters();
         }
         let hw = l.high_watermark(self.log.log_end_offset());
         let proposal =
@@ -571,6 +583,51 @@ impl Partition {
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Err(WaitError::Timeout);
+            }
+        }
+    }
+
+    /// The low watermark while leading (see [`crate::replication::isr::LeaderIsr::low_watermark`]);
+    /// `None` on a follower.
+    pub fn low_watermark(&self, alive: impl Fn(i32) -> bool) -> Option<i64> {
+        let role = self.read_role();
+        let Role::Leader(state) = &*role else { return None };
+        let l = state.lock().unwrap_or_else(|p| p.into_inner());
+        Some(l.low_watermark(self.log.log_start_offset(), alive))
+    }
+
+    /// Waits until every live replica's log start offset reached `offset` (Kafka's
+    /// DelayedDeleteRecords), re-checking after each follower fetch; the low watermark
+    /// then, or why not.
+    pub async fn wait_for_low_watermark(
+        &self,
+        offset: i64,
+        leader_epoch: i32,
+        deadline: tokio::time::Instant,
+        alive: impl Fn(i32) -> bool,
+    ) -> Result<i64, (WaitError, i64)> {
+        /// Counts a waiter while it waits, also when its future is dropped mid-wait.
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.low_watermark_waiters.fetch_add(1, Ordering::AcqRel);
+        let _waiting = Waiting(&self.low_watermark_waiters);
+        loop {
+            let notified = self.follower_fetched.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let low = match self.low_watermark(&alive) {
+                Some(low) if self.leader_epoch() == leader_epoch => low,
+                _ => break Err((WaitError::NotLeader, -1)),
+            };
+            if low >= offset {
+                break Ok(low);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break Err((WaitError::Timeout, low));
             }
         }
     }

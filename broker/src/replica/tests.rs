@@ -112,7 +112,7 @@ async fn the_high_watermark_waits_for_followers_and_a_follower_fetch_moves_it() 
         })
     };
     let leo = p.log.log_end_offset();
-    let proposal = p.on_follower_fetch(2, leo, 9, leo, 10, |_, _| true);
+    let proposal = p.on_follower_fetch(2, leo, 0, 9, leo, 10, |_, _| true);
     assert!(proposal.is_none(), "2 is already in the ISR");
     assert_eq!(p.high_watermark(), leo);
     assert_eq!(waiter.await.expect("join"), Ok(()));
@@ -170,4 +170,50 @@ fn a_requests_leader_epoch_is_checked_against_the_replicas() {
     assert_eq!(p.check_leader_epoch(4), Ok(4));
     assert_eq!(p.check_leader_epoch(5), Err(ErrorCode::UnknownLeaderEpoch), "the client saw newer metadata");
     assert_eq!(p.check_leader_epoch(3), Err(ErrorCode::FencedLeaderEpoch), "the client is behind");
+}
+
+#[tokio::test]
+async fn delete_records_waits_for_the_log_start_offset_of_every_live_follower() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
+    let replicas = ReplicaManager::new(logs, 1);
+    let p = replicas.ensure("d", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    assert!(p.make_leader(&record(0, &[1, 2, 3], &[1, 2, 3], 1, 4), 0));
+    for _ in 0..5 {
+        p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    }
+    let leo = p.log.log_end_offset();
+    for follower in [2, 3] {
+        p.on_follower_fetch(follower, leo, 0, 9, leo, 10, |_, _| true);
+    }
+    assert_eq!(p.high_watermark(), leo);
+    replicas.delete_records(&p, 3).expect("delete");
+    let everyone = |_: i32| true;
+    assert_eq!(p.low_watermark(everyone), Some(0), "the followers still start at 0");
+
+    // Nothing moves: the wait ends at its deadline with the low watermark of then.
+    let soon = tokio::time::Instant::now() + Duration::from_millis(50);
+    assert_eq!(p.wait_for_low_watermark(3, 4, soon, everyone).await, Err((WaitError::Timeout, 0)));
+
+    // Each follower reports its new log start offset in a fetch; the wait ends with the last.
+    let waiter = {
+        let p = p.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            p.wait_for_low_watermark(3, 4, deadline, |_| true).await
+        })
+    };
+    p.on_follower_fetch(2, leo, 3, 9, leo, 20, |_, _| true);
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished(), "follower 3 has not moved yet");
+    p.on_follower_fetch(3, leo, 3, 9, leo, 30, |_, _| true);
+    assert_eq!(waiter.await.expect("join"), Ok(3));
+
+    // A follower on a broker that is not alive does not hold the answer back.
+    replicas.delete_records(&p, 4).expect("delete");
+    p.on_follower_fetch(2, leo, 4, 9, leo, 40, |_, _| true);
+    let soon = tokio::time::Instant::now() + Duration::from_millis(50);
+    assert_eq!(p.wait_for_low_watermark(4, 4, soon, |node| node != 3).await, Ok(4));
+    // And a leadership that moved fails the wait.
+    assert_eq!(p.wait_for_low_watermark(4, 5, soon, everyone).await, Err((WaitError::NotLeader, -1)));
 }

@@ -28,6 +28,8 @@ pub struct FollowerProgress {
     last_fetch_leader_leo: i64,
     /// The broker epoch the follower fetched with (KIP-903); -1 if not sent.
     pub broker_epoch: i64,
+    /// The follower's log start offset as its last fetch reported it; -1 until then.
+    pub log_start_offset: i64,
 }
 
 impl FollowerProgress {
@@ -40,6 +42,7 @@ impl FollowerProgress {
             last_fetch_ms: now_ms,
             last_fetch_leader_leo: -1,
             broker_epoch: -1,
+            log_start_offset: -1,
         }
     }
 }
@@ -133,6 +136,24 @@ impl LeaderIsr {
             hw = hw.min(leo);
         }
         hw
+    }
+
+    /// The low watermark (DeleteRecords' answer, as Kafka's `lowWatermarkIfLeader`): the
+    /// smallest log start offset of the leader and of every follower on a live broker
+    /// (`alive`); a follower not heard from since this leadership began counts as -1.
+    pub fn low_watermark(&self, leader_log_start: i64, alive: impl Fn(i32) -> bool) -> i64 {
+        self.followers
+            .iter()
+            .filter(|(id, _)| alive(**id))
+            .map(|(_, f)| f.log_start_offset)
+            .fold(leader_log_start, i64::min)
+    }
+
+    /// Records the log start offset a follower's fetch reported.
+    pub fn note_log_start(&mut self, follower: i32, log_start_offset: i64) {
+        if let Some(f) = self.followers.get_mut(&follower) {
+            f.log_start_offset = log_start_offset;
+        }
     }
 
     /// Records a fetch of `follower` at `fetch_offset` (its log end offset), answered
