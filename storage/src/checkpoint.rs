@@ -64,6 +64,17 @@ pub(crate) fn write_file_atomically(dir: &Path, name: &str, contents: &[u8]) -> 
     sync_dir(dir)
 }
 
+/// Replaces the file `name` in `dir` with `contents` as [`write_file_atomically`] does
+/// (a reader sees the old file or the new one, whole) but leaves it to the kernel to
+/// write back: for files a crash may lose without harm (`partition.metadata`, rewritten
+/// when missing), where an fsync per partition would slow creating many partitions.
+pub(crate) fn write_file_unsynced(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    std::fs::write(&tmp, contents).map_err(|e| StorageError::io(IoOp::Write, &tmp, 0, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| StorageError::io(IoOp::Rename, &tmp, 0, e))
+}
+
 /// fsyncs a directory so a rename or create in it is durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StorageError::io(IoOp::Sync, dir, 0, e))

@@ -160,6 +160,7 @@ mod index;
 mod leader_epoch;
 mod log;
 mod manager;
+mod partition_metadata;
 mod producer_state;
 mod segment;
 
@@ -170,6 +171,7 @@ pub use file_slice::FileSlice;
 pub use index::AbortedTxn;
 pub use log::{AppendInfo, AppendOrigin, BatchInfo, Log, LogReadInfo};
 pub use manager::{parse_partition_dir, LogManager, CLEAN_SHUTDOWN_FILE, METADATA_LOG_PREFIX};
+pub use partition_metadata::PARTITION_METADATA_FILE;
 pub use producer_state::ActiveProducer;
 pub use segment::TimestampAndOffset;
 pub use strata_protocol::records::TimestampType;

@@ -8,6 +8,7 @@ use crate::checkpoint::sync_dir;
 use crate::config::LogConfig;
 use crate::error::{IoOp, Result, StorageError};
 use crate::log::{partition_dir_name, Log};
+use strata_protocol::codec::Uuid;
 
 /// Marker file at the root of a log dir, written after every log was closed cleanly. Its
 /// presence at start-up lets logs skip recovery; it is removed as soon as the manager
@@ -113,6 +114,48 @@ impl LogManager {
         let log = Arc::new(Log::open(&self.root, topic, partition, config, true, now_ms)?);
         logs.insert((topic.to_string(), partition), log.clone());
         Ok(log)
+    }
+
+    /// The log of `topic`-`partition` of the topic with id `topic_id`, created if absent,
+    /// and whether a directory of another topic of that name (deleted and created again
+    /// while this broker was away) was deleted to make room for it. The directory's
+    /// `partition.metadata` records the id; one without the file (written before this
+    /// existed) is taken as the topic's and gets it. A zero id checks nothing.
+    pub fn get_or_create_for_topic(
+        &self,
+        topic: &str,
+        partition: i32,
+        topic_id: Uuid,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<(Arc<Log>, bool)> {
+        let log = self.get_or_create(topic, partition, config.clone(), now_ms)?;
+        if topic_id.is_zero() {
+            return Ok((log, false));
+        }
+        match crate::partition_metadata::read(log.dir()) {
+            Some(Ok(id)) if id == topic_id => Ok((log, false)),
+            Some(Ok(id)) => {
+                tracing::warn!(
+                    topic,
+                    partition,
+                    found = %id,
+                    expected = %topic_id,
+                    "the log on disk belongs to an earlier topic of this name; deleting it"
+                );
+                self.remove(topic, partition)?;
+                let log = self.get_or_create(topic, partition, config, now_ms)?;
+                crate::partition_metadata::write(log.dir(), topic_id)?;
+                Ok((log, true))
+            }
+            found => {
+                if found.is_some() {
+                    tracing::warn!(topic, partition, "unreadable partition.metadata; rewriting it");
+                }
+                crate::partition_metadata::write(log.dir(), topic_id)?;
+                Ok((log, false))
+            }
+        }
     }
 
     /// The log of `topic`-`partition`, if open.

@@ -97,14 +97,18 @@ impl ReplicaManager {
         if let Some(p) = self.get(topic, index) {
             return Ok(p);
         }
-        let log = self.logs.get_or_create(topic, index, config.clone(), crate::clock::now_ms())?;
+        let (log, replaced) = self.logs.get_or_create_for_topic(
+            topic,
+            index,
+            topic_id,
+            config.clone(),
+            crate::clock::now_ms(),
+        )?;
         log.update_config(config.clone())?;
-        let hw = self
-            .initial_hw
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(topic.to_string(), index))
-            .unwrap_or(0);
+        let checkpointed =
+            self.initial_hw.lock().unwrap_or_else(|p| p.into_inner()).remove(&(topic.to_string(), index));
+        // The checkpointed high watermark of a replaced log was the earlier topic's.
+        let hw = checkpointed.filter(|_| !replaced).unwrap_or(0);
         let metrics = self.metrics.topic(topic);
         let partition =
             Arc::new(Partition::new(Arc::from(topic), index, topic_id, log, self.node_id, hw, metrics));

@@ -217,3 +217,40 @@ async fn delete_records_waits_for_the_log_start_offset_of_every_live_follower() 
     // And a leadership that moved fails the wait.
     assert_eq!(p.wait_for_low_watermark(4, 5, soon, everyone).await, Err((WaitError::NotLeader, -1)));
 }
+
+#[test]
+fn a_log_left_by_an_earlier_topic_of_the_same_name_is_not_taken_for_the_new_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (old_id, new_id) = (Uuid([1; 16]), Uuid([2; 16]));
+    {
+        let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
+        let replicas = ReplicaManager::new(logs, 1);
+        let p = replicas.ensure("t", 0, old_id, &LogConfig::default()).expect("partition");
+        assert!(p.make_leader(&record(0, &[1], &[1], 1, 0), 0));
+        for _ in 0..3 {
+            p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+        }
+        assert_eq!(p.log.log_end_offset(), 3);
+        replicas.close().expect("close");
+    }
+    let text = std::fs::read_to_string(dir.path().join("t-0").join(strata_storage::PARTITION_METADATA_FILE))
+        .expect("partition.metadata");
+    assert_eq!(text, format!("version: 0\ntopic_id: {old_id}\n"));
+
+    // Reopened under the same id: the records are the topic's own.
+    {
+        let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
+        let replicas = ReplicaManager::new(logs, 1);
+        let p = replicas.ensure("t", 0, old_id, &LogConfig::default()).expect("partition");
+        assert_eq!(p.log.log_end_offset(), 3);
+        replicas.close().expect("close");
+    }
+    // Under another id (the topic was deleted and made again meanwhile): a fresh log.
+    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
+    let replicas = ReplicaManager::new(logs, 1);
+    let p = replicas.ensure("t", 0, new_id, &LogConfig::default()).expect("partition");
+    assert_eq!((p.log.log_start_offset(), p.log.log_end_offset(), p.high_watermark()), (0, 0, 0));
+    let text = std::fs::read_to_string(dir.path().join("t-0").join(strata_storage::PARTITION_METADATA_FILE))
+        .expect("partition.metadata");
+    assert_eq!(text, format!("version: 0\ntopic_id: {new_id}\n"));
+}

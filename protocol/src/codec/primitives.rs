@@ -90,6 +90,46 @@ impl std::fmt::Display for Uuid {
     }
 }
 
+impl std::str::FromStr for Uuid {
+    type Err = &'static str;
+
+    /// Reads the form [`Uuid`]'s `Display` writes (22 characters of URL-safe base64),
+    /// as Kafka's `partition.metadata` files hold topic ids.
+    fn from_str(s: &str) -> Result<Uuid, &'static str> {
+        let bad = || "a topic id is 22 characters of URL-safe base64";
+        if s.len() != 22 {
+            return Err(bad());
+        }
+        let mut out = [0u8; 16];
+        let (mut bits, mut nbits, mut at) = (0u32, 0, 0);
+        for c in s.bytes() {
+            let v = match c {
+                b'A'..=b'Z' => c - b'A',
+                b'a'..=b'z' => c - b'a' + 26,
+                b'0'..=b'9' => c - b'0' + 52,
+                b'-' => 62,
+                b'_' => 63,
+                _ => return Err(bad()),
+            };
+            bits = (bits << 6) | u32::from(v);
+            nbits += 6;
+            if nbits >= 8 {
+                nbits -= 8;
+                if at == 16 {
+                    return Err(bad());
+                }
+                out[at] = (bits >> nbits) as u8;
+                at += 1;
+            }
+        }
+        // 22 characters carry 132 bits: the last 4 must be zero.
+        if at != 16 || bits & ((1 << nbits) - 1) != 0 {
+            return Err(bad());
+        }
+        Ok(Uuid(out))
+    }
+}
+
 impl Wire for Uuid {
     fn read(r: &mut Reader, _: Ctx) -> Result<Self, DecodeError> {
         Ok(Uuid(r.array("uuid")?))
@@ -294,6 +334,24 @@ impl<T: Wire> Wire for Option<Vec<T>> {
         w.length(ctx.flexible, false, self.as_ref().map(Vec::len));
         for item in self.iter().flatten() {
             item.write(w, ctx);
+        }
+    }
+}
+
+#[cfg(test)]
+mod uuid_tests {
+    use super::Uuid;
+
+    #[test]
+    fn topic_ids_print_and_parse_as_kafka_writes_them() {
+        let mut one = [0u8; 16];
+        one[15] = 1;
+        assert_eq!(Uuid(one).to_string(), "AAAAAAAAAAAAAAAAAAAAAQ");
+        for id in [Uuid::ZERO, Uuid(one), Uuid([0xff; 16]), Uuid(*b"0123456789abcdef")] {
+            assert_eq!(id.to_string().parse::<Uuid>(), Ok(id));
+        }
+        for bad in ["", "AAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQQ", "AAAAAAAAAAAAAAAAAAAA+Q", "AAAAAAAAAAAAAAAAAAAAAB"] {
+            assert!(bad.parse::<Uuid>().is_err(), "{bad:?}");
         }
     }
 }
