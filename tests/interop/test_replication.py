@@ -16,7 +16,9 @@ clients. Proves:
 - SIGTERM is a controlled shutdown: leadership moves away before the broker exits, so a producer
   sees no error; preferred leader election (ElectLeaders) moves it back;
 - DeleteRecords answers only once every live replica has moved its log start offset: the leader
-  killed right after the answer leaves a new leader that starts at the deleted offset too.
+  killed right after the answer leaves a new leader that starts at the deleted offset too;
+- a broker that was down while a topic was deleted and created again under the same name does not
+  take the old topic's log for the new one's (`partition.metadata` holds the topic id).
 """
 
 from __future__ import annotations
@@ -279,3 +281,41 @@ def test_delete_records_waits_for_every_replica_so_a_new_leader_starts_there_too
     assert new_leader != leader
     low, high = util.watermarks(c.live_bootstrap(), topic, 0)
     assert (low, high) == (60, 100), "the deleted records must not come back with a new leader"
+
+
+@pytest.mark.timeout(240)
+def test_a_topic_made_again_while_a_replica_was_down_does_not_inherit_its_old_log(cluster_factory):
+    c = cluster_factory()
+    topic = util.unique_topic("remade")
+    create(c.bootstrap, topic, partitions=1, rf=3)
+    util.confluent_produce(c.bootstrap, topic, util.make_records(40, "OLDVALUE"), acks="all")
+    c.wait_isr(topic, 0, {0, 1, 2})
+    # Not the active controller: the admin requests below should not wait for a new one.
+    controller = c.metadata(via=0).controller_id
+    down = next(i for i in (2, 1, 0) if i != controller)
+    up = [i for i in range(3) if i != down]
+    c.kill(down)
+    admin = AdminClient({"bootstrap.servers": c.live_bootstrap(), "log_level": 0})
+    for f in admin.delete_topics([topic], operation_timeout=30).values():
+        f.result(30)
+    wait_until(lambda: topic not in c.metadata(via=up[0]).topics, 30, "the topic is gone")
+    # Fenced, so no client tries to reach it (it stays registered and assignable).
+    wait_until(lambda: down not in c.metadata(via=up[0]).brokers, 60, f"node {down} fenced")
+    # The same name again, on the same three brokers (the one down is registered).
+    # (kafka-python: confluent-kafka 2.16 refuses an explicit assignment client-side.)
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KafkaPythonNewTopic
+
+    kp = KafkaAdminClient(bootstrap_servers=c.live_bootstrap().split(","), request_timeout_ms=30_000)
+    try:
+        kp.create_topics([KafkaPythonNewTopic(topic, -1, -1, replica_assignments={0: [*up, down]})])
+    finally:
+        kp.close()
+    new = util.make_records(10, "NEWVALUE")
+    util.confluent_produce(c.live_bootstrap(), topic, new, acks="all")
+    c.start_node(down)
+    c.wait_isr(topic, 0, {0, 1, 2})
+    stored = b"".join(seg.read_bytes() for seg in c.nodes[down].segment_files(topic, 0))
+    assert b"OLDVALUE" not in stored, f"node {down} kept the deleted topic's records as the new topic's"
+    assert stored.count(b"NEWVALUE-v-") == len(new), f"node {down} holds the new topic's records"
+    assert "topic_id:" in (c.nodes[down].partition_dir(topic, 0) / "partition.metadata").read_text()

@@ -45,6 +45,24 @@ pub fn apply_image(
         let config = defaults.log_config(&topic.configs);
         for p in topic.partitions.iter().filter(|p| p.replicas.contains(&me)) {
             assigned.insert((topic.name.clone(), p.partition));
+            let hosted = replicas.get(&topic.name, p.partition);
+            if let Some(old) = hosted.as_ref().filter(|old| old.topic_id != topic.uuid()) {
+                // The topic was deleted and created again under its name in one step of
+                // the metadata this broker applies (it was away, or applied both at once):
+                // the hosted log is the earlier topic's.
+                tracing::info!(
+                    topic = %topic.name,
+                    partition = p.partition,
+                    old_id = %old.topic_id,
+                    new_id = %topic.uuid(),
+                    "the topic was made again; replacing the earlier topic's log"
+                );
+                if let Err(e) = replicas.remove(&topic.name, p.partition, true) {
+                    tracing::error!(topic = %topic.name, partition = p.partition, error = %e, "cannot remove partition");
+                    continue;
+                }
+                changes.stop_fetching.push((topic.name.clone(), p.partition));
+            }
             let existed = replicas.get(&topic.name, p.partition).is_some();
             let partition = match replicas.ensure(&topic.name, p.partition, topic.uuid(), &config) {
                 Ok(partition) => partition,

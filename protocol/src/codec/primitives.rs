@@ -350,7 +350,13 @@ mod uuid_tests {
         for id in [Uuid::ZERO, Uuid(one), Uuid([0xff; 16]), Uuid(*b"0123456789abcdef")] {
             assert_eq!(id.to_string().parse::<Uuid>(), Ok(id));
         }
-        for bad in ["", "AAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQQ", "AAAAAAAAAAAAAAAAAAAA+Q", "AAAAAAAAAAAAAAAAAAAAAB"] {
+        for bad in [
+            "",
+            "AAAAAAAAAAAAAAAAAAAAA",
+            "AAAAAAAAAAAAAAAAAAAAAQQ",
+            "AAAAAAAAAAAAAAAAAAAA+Q",
+            "AAAAAAAAAAAAAAAAAAAAAB",
+        ] {
             assert!(bad.parse::<Uuid>().is_err(), "{bad:?}");
         }
     }
