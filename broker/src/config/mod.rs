@@ -408,7 +408,7 @@ impl Parser<'_> {
 mod tests {
     use super::*;
 
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pub(super) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
@@ -463,12 +463,9 @@ mod tests {
 
 #[cfg(test)]
 mod compression_level_tests {
+    use super::tests::map;
     use super::topic::validate;
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
 
     #[test]
     fn kip_390_levels_take_kafkas_ranges() {
