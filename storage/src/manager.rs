@@ -145,14 +145,14 @@ impl LogManager {
                 );
                 self.remove(topic, partition)?;
                 let log = self.get_or_create(topic, partition, config, now_ms)?;
-                crate::partition_metadata::write(log.dir(), topic_id)?;
+                record_topic_id(&log, topic_id);
                 Ok((log, true))
             }
             found => {
                 if found.is_some() {
                     tracing::warn!(topic, partition, "unreadable partition.metadata; rewriting it");
                 }
-                crate::partition_metadata::write(log.dir(), topic_id)?;
+                record_topic_id(&log, topic_id);
                 Ok((log, false))
             }
         }
@@ -208,6 +208,14 @@ impl LogManager {
         let marker = self.root.join(CLEAN_SHUTDOWN_FILE);
         std::fs::write(&marker, b"").map_err(|e| StorageError::io(IoOp::Write, &marker, 0, e))?;
         sync_dir(&self.root)
+    }
+}
+
+/// Writes the log's `partition.metadata`; a failure (a full disk) only costs the check
+/// until the next open, which writes it again, so it is logged and not passed on.
+fn record_topic_id(log: &Log, topic_id: Uuid) {
+    if let Err(e) = crate::partition_metadata::write(log.dir(), topic_id) {
+        tracing::warn!(topic = log.topic(), partition = log.partition(), error = %e, "cannot write partition.metadata");
     }
 }
 

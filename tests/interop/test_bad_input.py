@@ -213,7 +213,9 @@ def _corrupt(kind: str) -> bytes:
     elif kind == "flip_crc":
         b[wire.BATCH_CRC_OFFSET] ^= 0x80
     elif kind == "flip_attributes":
-        b[wire.BATCH_ATTRIBUTES_OFFSET + 1] ^= 0x04  # claims zstd compression; CRC now wrong
+        # Claims snappy; CRC now wrong. (A zstd claim in this v3 request would be answered
+        # UNSUPPORTED_COMPRESSION_TYPE before the CRC is read, as Kafka answers it: KIP-110.)
+        b[wire.BATCH_ATTRIBUTES_OFFSET + 1] ^= 0x02
     elif kind == "flip_header_count":
         b[wire.BATCH_ATTRIBUTES_OFFSET + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 3] ^= 0x10  # records count
     else:

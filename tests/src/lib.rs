@@ -163,7 +163,12 @@ impl BrokerProcess {
         for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
             let entry = entry?;
             if entry.file_name().to_string_lossy().ends_with(".log") {
-                total += entry.metadata()?.len();
+                // The cleaner or retention may delete a segment between listing and stat.
+                match entry.metadata() {
+                    Ok(m) => total += m.len(),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
         Ok(total)

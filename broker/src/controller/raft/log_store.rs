@@ -208,6 +208,8 @@ pub(crate) struct LogStore {
     committed: Option<LogId>,
     /// The committed index + 1 (0: none), for [`super::MetadataQuorum::status`].
     committed_index: Arc<AtomicU64>,
+    /// The last write of the committed index failed (warned once until one succeeds).
+    committed_write_failed: bool,
     _lock: Arc<DirLock>,
 }
 
@@ -260,6 +262,7 @@ impl LogStore {
             vote,
             committed,
             committed_index: Arc::new(AtomicU64::new(committed.map_or(0, |c| c.index + 1))),
+            committed_write_failed: false,
             _lock: lock,
         })
     }
@@ -394,7 +397,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let bytes = serde_json::to_vec(&committed)
             .map_err(|source| to_storage(StoreError::Encode { what: "committed", source }))?;
         let dir = self.dir.clone();
-        blocking(move || files::atomic_write(&dir, COMMITTED_FILE, &bytes, false)).await.map_err(to_storage)
+        // Best effort (openraft does not need it: without it a restart re-derives the
+        // commit from the quorum): a full disk must not stop the Raft core over it.
+        if let Err(e) = blocking(move || files::atomic_write(&dir, COMMITTED_FILE, &bytes, false)).await {
+            if !self.committed_write_failed {
+                tracing::warn!(error = %e, "cannot record the committed index; going on without it");
+            }
+            self.committed_write_failed = true;
+        } else {
+            self.committed_write_failed = false;
+        }
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
