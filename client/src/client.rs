@@ -160,6 +160,15 @@ impl Client {
         self.inner.pool.get(addr).await
     }
 
+    /// The open connection to broker `id`, if there is one now: never connects or waits
+    /// (the producer's sender sends only to brokers it is connected to and connects to
+    /// the others in the background, as Kafka's `NetworkClient.ready` does).
+    pub fn connected(&self, id: i32) -> Option<Connection> {
+        let cluster = self.cluster();
+        let broker = cluster.brokers.get(&id)?;
+        self.inner.pool.get_if_open(&broker.addr())
+    }
+
     /// Drops the connection to broker `id` after a failure seen on it.
     pub fn reset_broker(&self, id: i32) {
         if let Some(b) = self.cluster().brokers.get(&id) {

@@ -1,7 +1,10 @@
 //! One pipelined connection per broker.
 //!
-//! A writer task sends requests in the order they are queued and a reader task takes
-//! the responses, which Kafka returns per connection in request order; each response is
+//! Requests leave in the order they are queued: the caller writes its request to the
+//! socket itself when nothing is queued ahead of it and the socket takes it at once
+//! (the common case: no task hand-off, and the bytes go out from the core that just
+//! built them); otherwise the rest waits in a queue that a writer task drains as the
+//! socket becomes writable. A reader task takes the responses, which Kafka returns per connection in request order; each response is
 //! matched to its request by correlation id (a mismatch is a protocol error that closes
 //! the connection). The number of requests awaiting a response is bounded
 //! (`max.in.flight.requests.per.connection` for a producer). On connect the client asks
@@ -28,10 +31,10 @@ use strata_protocol::frame::FrameDecoder;
 use strata_protocol::header::decode_response;
 use strata_protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use strata_protocol::{ApiKey, ErrorCode, RequestBody, RequestHeader, ResponseBody};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
 
 /// Read buffer growth step: big enough that a large fetch response takes few reads.
@@ -46,13 +49,35 @@ pub struct Response {
     pub frame_bytes: usize,
 }
 
+/// Who takes a response.
+enum Reply {
+    /// A caller awaiting it ([`Connection::submit`]).
+    Channel(oneshot::Sender<Result<Response>>),
+    /// A function the reader task calls ([`Connection::submit_with`]).
+    Call(Box<dyn FnOnce(Result<Response>) + Send>),
+}
+
+impl Reply {
+    fn deliver(self, result: Result<Response>) {
+        match self {
+            Reply::Channel(tx) => {
+                let _ = tx.send(result);
+            }
+            Reply::Call(f) => f(result),
+        }
+    }
+}
+
 /// A request awaiting its response.
 struct Expect {
     correlation_id: i32,
     api: ApiKey,
     version: i16,
-    reply: oneshot::Sender<Result<Response>>,
-    _permit: OwnedSemaphorePermit,
+    reply: Reply,
+    /// When the reader gives up on it and closes the connection; `None` when the
+    /// caller awaiting it keeps its own timeout.
+    deadline: Option<tokio::time::Instant>,
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
 /// A request queued for the writer.
@@ -62,8 +87,23 @@ struct Outgoing {
     written: Option<oneshot::Sender<Result<()>>>,
 }
 
+/// What the writer side holds under its lock: the requests waiting for the socket,
+/// the first of which may be partly written.
+struct WriteQueue {
+    /// The socket's write half; taken away when the connection closes, so the socket
+    /// closes then even while handles remain.
+    stream: Option<Arc<OwnedWriteHalf>>,
+    waiting: VecDeque<Outgoing>,
+    /// Chunk index and offset already written of `waiting`'s front.
+    front_written: (usize, usize),
+    /// Every [`Connection`] handle is gone: the writer ends once `waiting` is empty.
+    handles_gone: bool,
+}
+
 struct Shared {
     addr: String,
+    writes: Mutex<WriteQueue>,
+    writer_wake: Notify,
     client_id: String,
     request_timeout: Duration,
     next_correlation_id: AtomicI32,
@@ -73,6 +113,11 @@ struct Shared {
     close_reason: Mutex<Option<Error>>,
     tasks: Mutex<Vec<AbortHandle>>,
     in_flight: Arc<Semaphore>,
+    /// Wakes the reader: the connection closed (it fails what awaits a response), or a
+    /// request with a deadline came while it had none to wait for.
+    reader_wake: Notify,
+    /// Whether the reader waits with a deadline; set under the `pending` lock.
+    deadline_armed: AtomicBool,
 }
 
 /// A connection to one broker. Cloning shares it; it closes when every clone is dropped
@@ -80,7 +125,18 @@ struct Shared {
 #[derive(Clone)]
 pub struct Connection {
     shared: Arc<Shared>,
-    tx: mpsc::UnboundedSender<Outgoing>,
+    _handle: Arc<Handle>,
+}
+
+/// Dropped with the last [`Connection`] clone: tells the writer to close the socket
+/// once what is queued is written (the tasks hold `Shared` themselves).
+struct Handle(Arc<Shared>);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        lock(&self.0.writes).handles_gone = true;
+        self.0.writer_wake.notify_one();
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -104,6 +160,13 @@ impl Connection {
         let (read, write) = stream.into_split();
         let shared = Arc::new(Shared {
             addr: addr.to_string(),
+            writes: Mutex::new(WriteQueue {
+                stream: Some(Arc::new(write)),
+                waiting: VecDeque::new(),
+                front_written: (0, 0),
+                handles_gone: false,
+            }),
+            writer_wake: Notify::new(),
             client_id: config.client_id.clone(),
             request_timeout: config.request_timeout,
             next_correlation_id: AtomicI32::new(1),
@@ -113,16 +176,18 @@ impl Connection {
             close_reason: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
             in_flight: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            reader_wake: Notify::new(),
+            deadline_armed: AtomicBool::new(false),
         });
-        let (tx, rx) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(write_loop(shared.clone(), write, rx));
+        let writer = tokio::spawn(write_loop(shared.clone()));
         let reader = tokio::spawn(read_loop(
             shared.clone(),
             read,
             FrameDecoder::new(config.max_response_bytes.max(1024)),
         ));
-        lock(&shared.tasks).extend([writer.abort_handle(), reader.abort_handle()]);
-        let conn = Connection { shared, tx };
+        lock(&shared.tasks).push(writer.abort_handle());
+        drop(reader);
+        let conn = Connection { _handle: Arc::new(Handle(shared.clone())), shared };
         conn.negotiate_versions().await?;
         Ok(conn)
     }
@@ -183,9 +248,48 @@ impl Connection {
         let correlation_id = self.shared.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let chunks = self.encode(correlation_id, version, body);
         let (reply, rx) = oneshot::channel();
-        let expect = Expect { correlation_id, api, version, reply, _permit: permit };
-        self.tx.send(Outgoing { chunks, expect: Some(expect), written: None }).map_err(|_| self.failure())?;
+        let expect = Expect {
+            correlation_id,
+            api,
+            version,
+            reply: Reply::Channel(reply),
+            deadline: None,
+            _permit: Some(permit),
+        };
+        self.enqueue(Outgoing { chunks, expect: Some(expect), written: None })?;
         Ok(rx)
+    }
+
+    /// Queues `body` at `version` without waiting for anything: written at once when
+    /// the socket takes it, and `on_reply` is called on the connection's reader task
+    /// with the response, or with the failure once the connection closes (also when
+    /// no response comes within `request.timeout.ms`). Not bounded by the connection's
+    /// in-flight limit: the caller keeps its own (the producer's sender does).
+    ///
+    /// `on_reply` runs on the reader task and so must not block; it may submit more.
+    /// An `Err` from this call means the request was not queued and `on_reply` is
+    /// dropped uncalled.
+    pub fn submit_with(
+        &self,
+        version: i16,
+        body: &RequestBody,
+        on_reply: impl FnOnce(Result<Response>) + Send + 'static,
+    ) -> Result<()> {
+        if self.is_closed() {
+            return Err(self.failure());
+        }
+        let api = body.api_key();
+        let correlation_id = self.shared.next_correlation_id.fetch_add(1, Ordering::Relaxed);
+        let chunks = self.encode(correlation_id, version, body);
+        let expect = Expect {
+            correlation_id,
+            api,
+            version,
+            reply: Reply::Call(Box::new(on_reply)),
+            deadline: Some(tokio::time::Instant::now() + self.shared.request_timeout),
+            _permit: None,
+        };
+        self.enqueue(Outgoing { chunks, expect: Some(expect), written: None })
     }
 
     /// Waits for a submitted request's response, at most `request.timeout.ms`; a
@@ -226,10 +330,79 @@ impl Connection {
         let correlation_id = self.shared.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let chunks = self.encode(correlation_id, version, body);
         let (written, rx) = oneshot::channel();
-        self.tx
-            .send(Outgoing { chunks, expect: None, written: Some(written) })
-            .map_err(|_| self.failure())?;
+        self.enqueue(Outgoing { chunks, expect: None, written: Some(written) })?;
         rx.await.map_err(|_| self.failure())?
+    }
+
+    /// Writes `out` now if nothing waits ahead of it, as far as the socket takes it
+    /// without blocking, and leaves the rest to the writer task. Once its response is
+    /// registered, the outcome reaches it (a write failure included) and this is `Ok`.
+    fn enqueue(&self, mut out: Outgoing) -> Result<()> {
+        let shared = &self.shared;
+        let mut writes = lock(&shared.writes);
+        let Some(stream) = writes.stream.clone() else {
+            return Err(self.failure());
+        };
+        let registered = out.expect.is_some();
+        {
+            // Checked under the lock the reader fails pending requests under, so a
+            // request is either refused here or failed there, never left behind.
+            let mut pending = lock(&shared.pending);
+            if self.is_closed() {
+                return Err(self.failure());
+            }
+            if let Some(expect) = out.expect.take() {
+                if expect.deadline.is_some() && !shared.deadline_armed.swap(true, Ordering::AcqRel) {
+                    shared.reader_wake.notify_one();
+                }
+                // Registered before the bytes leave, so the response cannot beat it.
+                pending.push_back(expect);
+            }
+        }
+        if !writes.waiting.is_empty() {
+            writes.waiting.push_back(out);
+            return Ok(());
+        }
+        match write_now(&stream, &out.chunks, (0, 0)) {
+            Ok(Progress::Done) => {
+                drop(writes);
+                if let Some(written) = out.written {
+                    let _ = written.send(Ok(()));
+                }
+                Ok(())
+            }
+            Ok(Progress::Blocked(at)) => {
+                writes.front_written = at;
+                writes.waiting.push_back(out);
+                drop(writes);
+                shared.writer_wake.notify_one();
+                Ok(())
+            }
+            Err(e) => {
+                drop(writes);
+                let e = Error::connection(&shared.addr, e);
+                close(shared, e.clone());
+                if let Some(written) = out.written {
+                    let _ = written.send(Err(e.clone()));
+                }
+                if registered {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Queues a request that gets no response without waiting: written at once when
+    /// the socket takes it, else by the writer task.
+    pub fn send_now(&self, version: i16, body: &RequestBody) -> Result<()> {
+        if self.is_closed() {
+            return Err(self.failure());
+        }
+        let correlation_id = self.shared.next_correlation_id.fetch_add(1, Ordering::Relaxed);
+        let chunks = self.encode(correlation_id, version, body);
+        self.enqueue(Outgoing { chunks, expect: None, written: None })
     }
 
     /// Closes the connection; requests awaiting a response fail.
@@ -299,63 +472,121 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Marks the connection closed with `reason`, stops its tasks and fails every request
-/// awaiting a response. Idempotent: the first reason wins.
+/// Marks the connection closed with `reason` and stops its writer; the reader task
+/// then fails every request awaiting a response (never the caller of `close`, which may
+/// hold locks a response's function takes). Idempotent: the first reason wins.
 fn close(shared: &Shared, reason: Error) {
     if shared.closed.swap(true, Ordering::AcqRel) {
         return;
     }
     *lock(&shared.close_reason) = Some(reason.clone());
+    // Dropping the write half shuts the socket for writing; the read half goes with the
+    // reader task.
+    let stream = lock(&shared.writes).stream.take();
+    drop(stream);
     shared.in_flight.close();
     for task in lock(&shared.tasks).drain(..) {
         task.abort();
     }
-    let pending: Vec<Expect> = lock(&shared.pending).drain(..).collect();
-    for e in pending {
-        let _ = e.reply.send(Err(reason.clone()));
-    }
+    shared.reader_wake.notify_one();
 }
 
-async fn write_loop(
-    shared: Arc<Shared>,
-    mut stream: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Outgoing>,
-) {
-    while let Some(out) = rx.recv().await {
-        if let Some(expect) = out.expect {
-            // Registered before the bytes leave, so the response cannot beat it.
-            lock(&shared.pending).push_back(expect);
-        }
-        let result = write_chunks(&mut stream, &out.chunks).await;
-        let failed = result.as_ref().err().map(|e| Error::connection(&shared.addr, e));
-        if let Some(written) = out.written {
-            let _ = written.send(result.map_err(|e| Error::connection(&shared.addr, e)));
-        }
-        if let Some(e) = failed {
-            close(&shared, e);
-            return;
-        }
-    }
-    // Every handle is gone: close the socket; the reader ends on EOF or abort.
-    let _ = stream.shutdown().await;
-    close(&shared, Error::Closed);
+/// How far a non-blocking write got.
+#[derive(Debug, PartialEq, Eq)]
+enum Progress {
+    /// Every chunk is written.
+    Done,
+    /// The socket is full; the chunk index and offset written so far.
+    Blocked((usize, usize)),
 }
 
-async fn write_chunks(stream: &mut OwnedWriteHalf, chunks: &[Bytes]) -> std::io::Result<()> {
-    let (mut index, mut offset) = advance(chunks, 0, 0, 0);
+/// Writes `chunks` from `from` (chunk index, offset) until done or the socket would
+/// block, without waiting.
+fn write_now(stream: &OwnedWriteHalf, chunks: &[Bytes], from: (usize, usize)) -> std::io::Result<Progress> {
+    let (mut index, mut offset) = advance(chunks, from.0, from.1, 0);
     while index < chunks.len() {
         let slices: Vec<IoSlice<'_>> = std::iter::once(&chunks[index][offset..])
             .chain(chunks[index + 1..].iter().map(|c| &c[..]))
             .take(64)
             .map(IoSlice::new)
             .collect();
-        let n = stream.write_vectored(&slices).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
+        match stream.try_write_vectored(&slices) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => (index, offset) = advance(chunks, index, offset, n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Ok(Progress::Blocked((index, offset)))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
-        (index, offset) = advance(chunks, index, offset, n);
     }
-    Ok(())
+    Ok(Progress::Done)
+}
+
+/// Drains the requests a caller could not write at once, waiting for the socket to
+/// become writable; closes the connection once every handle is gone and nothing waits.
+async fn write_loop(shared: Arc<Shared>) {
+    enum Next {
+        Sleep,
+        AwaitWritable(Arc<OwnedWriteHalf>),
+        Fail(std::io::Error),
+        Close,
+    }
+    loop {
+        let next = {
+            let mut writes = lock(&shared.writes);
+            let from = writes.front_written;
+            let Some(stream) = writes.stream.clone() else { return };
+            match writes.waiting.front() {
+                None if writes.handles_gone => Next::Close,
+                None => Next::Sleep,
+                Some(front) => match write_now(&stream, &front.chunks, from) {
+                    Ok(Progress::Done) => {
+                        let done = writes.waiting.pop_front();
+                        writes.front_written = (0, 0);
+                        drop(writes);
+                        if let Some(written) = done.and_then(|o| o.written) {
+                            let _ = written.send(Ok(()));
+                        }
+                        continue;
+                    }
+                    Ok(Progress::Blocked(at)) => {
+                        writes.front_written = at;
+                        Next::AwaitWritable(stream)
+                    }
+                    Err(e) => Next::Fail(e),
+                },
+            }
+        };
+        match next {
+            // Nothing waits: sleep until a caller queues what the socket did not take.
+            Next::Sleep => shared.writer_wake.notified().await,
+            Next::AwaitWritable(stream) => {
+                if let Err(e) = stream.writable().await {
+                    fail_writes(&shared, Error::connection(&shared.addr, e));
+                    return;
+                }
+            }
+            Next::Fail(e) => {
+                fail_writes(&shared, Error::connection(&shared.addr, e));
+                return;
+            }
+            Next::Close => break,
+        }
+    }
+    // Every handle is gone and everything is written.
+    close(&shared, Error::Closed);
+}
+
+/// Closes the connection after a write failed and fails the writes waiting for it.
+fn fail_writes(shared: &Shared, e: Error) {
+    close(shared, e.clone());
+    let waiting: Vec<Outgoing> = lock(&shared.writes).waiting.drain(..).collect();
+    for out in waiting {
+        if let Some(written) = out.written {
+            let _ = written.send(Err(e.clone()));
+        }
+    }
 }
 
 /// Where a partially written list of chunks resumes: skips `written` bytes from chunk
@@ -379,6 +610,9 @@ fn advance(chunks: &[Bytes], mut index: usize, mut offset: usize, mut written: u
 
 async fn read_loop(shared: Arc<Shared>, mut stream: OwnedReadHalf, mut frames: FrameDecoder) {
     let reason = loop {
+        if shared.closed.load(Ordering::Acquire) {
+            break None;
+        }
         let frame = match frames.next_frame() {
             Ok(Some(frame)) => frame,
             Ok(None) => {
@@ -386,16 +620,36 @@ async fn read_loop(shared: Arc<Shared>, mut stream: OwnedReadHalf, mut frames: F
                 if buf.capacity() - buf.len() < READ_CHUNK / 4 {
                     buf.reserve(READ_CHUNK);
                 }
-                match stream.read_buf(buf).await {
-                    Ok(0) => break Error::connection(&shared.addr, "closed by the broker"),
-                    Ok(_) => continue,
-                    Err(e) => break Error::connection(&shared.addr, e),
+                let deadline = {
+                    let pending = lock(&shared.pending);
+                    let at = pending.iter().filter_map(|e| e.deadline).min();
+                    shared.deadline_armed.store(at.is_some(), Ordering::Release);
+                    at
+                };
+                let timeout = async {
+                    match deadline {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    read = stream.read_buf(buf) => match read {
+                        Ok(0) => break Some(Error::connection(&shared.addr, "closed by the broker")),
+                        Ok(_) => continue,
+                        Err(e) => break Some(Error::connection(&shared.addr, e)),
+                    },
+                    () = shared.reader_wake.notified() => continue,
+                    () = timeout => break Some(Error::timeout(format!(
+                        "no response from {} within {} ms",
+                        shared.addr,
+                        shared.request_timeout.as_millis()
+                    ))),
                 }
             }
-            Err(e) => break Error::protocol(&shared.addr, e),
+            Err(e) => break Some(Error::protocol(&shared.addr, e)),
         };
         let Some(expect) = lock(&shared.pending).pop_front() else {
-            break Error::protocol(&shared.addr, "a response to no request");
+            break Some(Error::protocol(&shared.addr, "a response to no request"));
         };
         let frame_bytes = frame.len() + 4;
         let decoded = decode_response(frame.clone(), expect.api, expect.version).or_else(|e| {
@@ -408,7 +662,7 @@ async fn read_loop(shared: Arc<Shared>, mut stream: OwnedReadHalf, mut frames: F
         });
         match decoded {
             Ok((correlation_id, body)) if correlation_id == expect.correlation_id => {
-                let _ = expect.reply.send(Ok(Response { body, frame_bytes }));
+                expect.reply.deliver(Ok(Response { body, frame_bytes }));
             }
             Ok((correlation_id, _)) => {
                 let e = Error::protocol(
@@ -419,20 +673,30 @@ async fn read_loop(shared: Arc<Shared>, mut stream: OwnedReadHalf, mut frames: F
                         expect.api.name()
                     ),
                 );
-                let _ = expect.reply.send(Err(e.clone()));
-                break e;
+                close(&shared, e.clone());
+                expect.reply.deliver(Err(e));
+                break None;
             }
             Err(e) => {
                 let e = Error::protocol(
                     &shared.addr,
                     format!("{} v{} response: {e}", expect.api.name(), expect.version),
                 );
-                let _ = expect.reply.send(Err(e.clone()));
-                break e;
+                close(&shared, e.clone());
+                expect.reply.deliver(Err(e));
+                break None;
             }
         }
     };
-    close(&shared, reason);
+    if let Some(reason) = reason {
+        close(&shared, reason);
+    }
+    // `closed` is set: nothing is registered after this drain (see `enqueue`).
+    let reason = lock(&shared.close_reason).clone().unwrap_or(Error::Closed);
+    let pending: Vec<Expect> = lock(&shared.pending).drain(..).collect();
+    for e in pending {
+        e.reply.deliver(Err(reason.clone()));
+    }
 }
 
 #[cfg(test)]

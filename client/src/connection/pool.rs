@@ -52,6 +52,12 @@ impl Pool {
         }
     }
 
+    /// The connection to `addr` if one is made and open; never connects.
+    pub fn get_if_open(&self, addr: &str) -> Option<Connection> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.get(addr).and_then(|s| s.get()).filter(|c| !c.is_closed()).cloned()
+    }
+
     /// Drops the connection to `addr` (after a failure the caller saw), so the next
     /// [`Pool::get`] connects again.
     pub fn reset(&self, addr: &str) {

@@ -191,8 +191,11 @@ pub(crate) struct DrainRules<'a> {
     pub idempotent: bool,
     /// The leader's node id of a partition, if known.
     pub leader: &'a dyn Fn(&str, i32) -> Option<i32>,
-    /// Whether a node takes another request now.
+    /// Whether a node takes another request now (its in-flight limit).
     pub node_has_room: &'a dyn Fn(i32) -> bool,
+    /// Whether a node has a usable connection; its batches wait (and it is reported
+    /// in [`Drained::unready`]) until it has.
+    pub node_ready: &'a dyn Fn(i32) -> bool,
     /// Whether a partition may send (a transaction has added it).
     pub partition_allowed: &'a mut dyn FnMut(&Arc<str>, i32) -> bool,
 }
@@ -208,6 +211,8 @@ pub(crate) struct Drained {
     pub next_ready: Option<Instant>,
     /// Topics with a ready batch whose leader is unknown.
     pub no_leader: Vec<Arc<str>>,
+    /// Nodes with a ready batch but no usable connection, with the batch's topic.
+    pub unready: Vec<(i32, Arc<str>)>,
 }
 
 /// Every partition's batches.
@@ -451,6 +456,12 @@ impl Accumulator {
                 continue;
             };
             if !(rules.partition_allowed)(&name, partition) {
+                continue;
+            }
+            if !by_node.contains_key(&node) && !(rules.node_ready)(node) {
+                if !out.unready.iter().any(|(n, t)| *n == node && *t == name) {
+                    out.unready.push((node, name.clone()));
+                }
                 continue;
             }
             let entry = by_node.entry(node).or_default();

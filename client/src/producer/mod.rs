@@ -41,7 +41,7 @@ use accumulator::{record_size, Accumulator, Target, TopicMeta};
 use bytes::Bytes;
 use idempotence::Mode;
 use record::BatchSlot;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -64,6 +64,11 @@ pub(crate) struct State {
     pub closing: bool,
     pub refresh: BTreeSet<Arc<str>>,
     pub refreshing: bool,
+    /// Brokers the sender is connecting to for waiting batches.
+    pub connecting: HashSet<i32>,
+    /// When the sender task next wakes by itself (`None`: only when woken), so a
+    /// caller that leaves a batch lingering wakes it only if it must look sooner.
+    pub sender_wakes_at: Option<Instant>,
     pub txn: Option<TransactionState>,
     /// A fatal error of a producer without a transactional id (fenced, not authorized).
     pub fatal: Option<Error>,
@@ -73,6 +78,9 @@ pub(crate) struct Shared {
     pub config: ProducerConfig,
     pub client: Client,
     pub state: Mutex<State>,
+    /// Held from a drain until its requests are queued on their connections, so
+    /// requests leave in drain order; taken before the state lock is let go.
+    pub send_lock: Mutex<()>,
     /// Wakes the sender: new batches, answers, metadata.
     pub wake: Notify,
     /// Batches finished (flush and abort wait on it).
@@ -181,6 +189,8 @@ impl Producer {
             closing: false,
             refresh: BTreeSet::new(),
             refreshing: false,
+            connecting: HashSet::new(),
+            sender_wakes_at: None,
             txn: transactional.then(TransactionState::new),
             fatal: None,
         };
@@ -189,6 +199,7 @@ impl Producer {
             config,
             client,
             state: Mutex::new(state),
+            send_lock: Mutex::new(()),
             wake: Notify::new(),
             progress: Notify::new(),
             mode,
@@ -340,7 +351,8 @@ impl Producer {
             match appended {
                 Some((opened, future)) => {
                     if opened {
-                        shared.wake.notify_one();
+                        // The batch before it is full: send it from here.
+                        sender::pump(shared, shared.lock());
                     }
                     return Ok(future);
                 }
@@ -398,7 +410,8 @@ impl Producer {
             },
         };
         if opened_any {
-            shared.wake.notify_one();
+            // Batches before the new ones are full: send them from here.
+            sender::pump(shared, shared.lock());
         }
         if result.is_err() && reserved_ok {
             let unused: usize = pending[appended..].iter().map(|p| p.size).sum();

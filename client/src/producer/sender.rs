@@ -1,8 +1,15 @@
-//! The sender: one loop that drains ready batches into per-broker Produce requests, and
-//! one task per broker that seals (compresses) them, pipelines them on the broker's
-//! connection and judges the answers ([`super::idempotence::judge`]). It also runs
-//! the background work the answers call for: metadata refreshes, the idempotent epoch
-//! bump (KIP-360) and AddPartitionsToTxn.
+//! The sender: Produce requests are drained from the accumulator and written to the
+//! brokers' connections by whoever notices they are ready, with no task hand-off: the
+//! caller whose append fills a batch, the connection's reader task that takes an answer
+//! (and so frees a slot in flight), or the sender task, which is left the timed and
+//! background work: lingering batches, retries after their backoff, connecting to
+//! brokers, metadata refreshes, the idempotent epoch bump (KIP-360) and
+//! AddPartitionsToTxn. Answers are judged ([`super::idempotence::judge`]) on the reader
+//! task as they are read.
+//!
+//! A drain and the sending of what it took happen under `Shared::send_lock`, taken
+//! before the state lock is let go, so requests reach each connection in drain order
+//! (which per-partition sequence numbers need) while appenders go on.
 
 use super::accumulator::{DrainRules, ProducerBatch};
 use super::config::Acks;
@@ -10,35 +17,26 @@ use super::idempotence::{judge, ProducerIdAndEpoch, Verdict};
 use super::{Shared, State};
 use crate::connection::Response;
 use crate::error::{Error, Result};
-use std::collections::{HashMap, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 use strata_protocol::messages::init_producer_id::InitProducerIdRequest;
 use strata_protocol::messages::produce::{
     PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData,
 };
 use strata_protocol::{ApiKey, ErrorCode, RequestBody, ResponseBody};
-use tokio::sync::mpsc;
 
-type Reply = Pin<Box<dyn Future<Output = Result<Response>> + Send>>;
-
-/// The sender loop; ends once the producer is closing and every batch is finished.
+/// The sender task; ends once the producer is closing and every batch is finished.
 pub(crate) async fn run(shared: Arc<Shared>) {
-    let mut nodes: HashMap<i32, mpsc::UnboundedSender<Vec<ProducerBatch>>> = HashMap::new();
     let mut known_cluster: Option<Arc<crate::metadata::Cluster>> = None;
     loop {
         let cluster = shared.client.cluster();
         let cluster_changed = !known_cluster.as_ref().is_some_and(|c| Arc::ptr_eq(c, &cluster));
-        let now = Instant::now();
-        let mut requests = Vec::new();
-        let mut next_ready = None;
         let mut refresh = None;
         let mut bump = None;
         let mut add = None;
-        let mut expired = Vec::new();
+        let mut connect = Vec::new();
+        let next_ready;
         {
             let mut guard = shared.lock();
             let st = &mut *guard;
@@ -59,82 +57,27 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             if let Some(txn) = st.txn.as_mut() {
                 add = txn.take_pending();
             }
-            if !st.bump_needed && !st.bumping {
-                let State {
-                    acc, txn, node_in_flight, total_in_flight, flush_up_to, closing, refresh, ..
-                } = st;
-                let max = shared.config.max_in_flight;
-                let leader = |t: &str, p: i32| {
-                    cluster
-                        .partition(t, p)
-                        .filter(|pi| pi.leader >= 0 && cluster.brokers.contains_key(&pi.leader))
-                        .map(|pi| pi.leader)
-                };
-                loop {
-                    let room = |n: i32| node_in_flight.get(&n).copied().unwrap_or(0) < max;
-                    let txn_view = txn.as_ref();
-                    let mut allowed =
-                        |t: &Arc<str>, p: i32| txn_view.map_or(true, |x| x.partition_added(&(t.clone(), p)));
-                    let mut rules = DrainRules {
-                        now,
-                        linger: shared.config.linger,
-                        delivery_timeout: shared.config.delivery_timeout,
-                        flush_up_to: *flush_up_to,
-                        all_ready: *closing,
-                        max_request_size: shared.config.max_request_size,
-                        idempotent: shared.mode.idempotent,
-                        leader: &leader,
-                        node_has_room: &room,
-                        partition_allowed: &mut allowed,
-                    };
-                    let drained = acc.drain(&mut rules);
-                    next_ready = match (next_ready, drained.next_ready) {
-                        (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
-                        (a, b) => a.or(b),
-                    };
-                    for b in drained.expired {
-                        let e = Error::timeout(format!(
-                            "{}-{} not delivered within delivery.timeout.ms",
-                            b.topic, b.partition
-                        ));
-                        expired.push((b, e));
-                    }
-                    refresh.extend(drained.no_leader);
-                    if drained.requests.is_empty() {
-                        break;
-                    }
-                    for (node, batches) in drained.requests {
-                        *node_in_flight.entry(node).or_default() += 1;
-                        *total_in_flight += 1;
-                        requests.push((node, batches));
-                    }
+            let pass = drain(&shared, st, &cluster);
+            next_ready = pass.next_ready;
+            for (node, topic) in pass.unready {
+                if !st.connecting.contains(&node) {
+                    connect.push((node, Vec::new()));
+                    st.connecting.insert(node);
                 }
-            }
-            for (b, e) in expired {
-                if let Some(txn) = st.txn.as_mut() {
-                    // A transaction with a lost record cannot commit (as in Java).
-                    txn.fail(e.clone());
-                    txn.bump_epoch |= b.sequence >= 0;
-                } else if b.sequence >= 0 {
-                    // Its sequence may have reached the broker: the sequences start over.
-                    st.bump_needed = true;
+                if let Some((_, topics)) = connect.iter_mut().find(|(n, _)| *n == node) {
+                    topics.push(topic);
                 }
-                shared.metrics.batches_failed.fetch_add(1, Ordering::Relaxed);
-                finish(&shared, st, b, Err(e));
             }
             if !st.refresh.is_empty() && !st.refreshing {
                 st.refreshing = true;
                 refresh = Some(std::mem::take(&mut st.refresh));
             }
+            st.sender_wakes_at = next_ready;
+            dispatch(&shared, guard, pass.requests);
         }
         shared.progress.notify_waiters();
-        for (node, batches) in requests {
-            let tx = nodes.entry(node).or_insert_with(|| spawn_node(&shared, node));
-            if let Err(mpsc::error::SendError(batches)) = tx.send(batches) {
-                let tx = spawn_node(&shared, node);
-                let _ = tx.send(batches);
-                nodes.insert(node, tx);
-            }
+        for (node, topics) in connect {
+            tokio::spawn(connect_to(shared.clone(), node, topics));
         }
         if let Some(topics) = refresh {
             tokio::spawn(refresh_metadata(
@@ -157,6 +100,162 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     }
 }
 
+/// What one drain took and found.
+struct Pass {
+    requests: Vec<(i32, Vec<ProducerBatch>)>,
+    next_ready: Option<Instant>,
+    unready: Vec<(i32, Arc<str>)>,
+}
+
+/// Takes every batch that may go now (unless an epoch bump is due), counting the
+/// requests in flight; fails the batches past `delivery.timeout.ms`; notes topics
+/// without a leader for a refresh.
+fn drain(shared: &Shared, st: &mut State, cluster: &crate::metadata::Cluster) -> Pass {
+    let now = Instant::now();
+    let mut pass = Pass { requests: Vec::new(), next_ready: None, unready: Vec::new() };
+    if st.bump_needed || st.bumping {
+        return pass;
+    }
+    let mut expired = Vec::new();
+    {
+        let State { acc, txn, node_in_flight, total_in_flight, flush_up_to, closing, refresh, .. } = st;
+        let max = shared.config.max_in_flight;
+        let leader = |t: &str, p: i32| {
+            cluster
+                .partition(t, p)
+                .filter(|pi| pi.leader >= 0 && cluster.brokers.contains_key(&pi.leader))
+                .map(|pi| pi.leader)
+        };
+        let ready = |n: i32| shared.client.connected(n).is_some();
+        loop {
+            let room = |n: i32| node_in_flight.get(&n).copied().unwrap_or(0) < max;
+            let txn_view = txn.as_ref();
+            let mut allowed =
+                |t: &Arc<str>, p: i32| txn_view.map_or(true, |x| x.partition_added(&(t.clone(), p)));
+            let mut rules = DrainRules {
+                now,
+                linger: shared.config.linger,
+                delivery_timeout: shared.config.delivery_timeout,
+                flush_up_to: *flush_up_to,
+                all_ready: *closing,
+                max_request_size: shared.config.max_request_size,
+                idempotent: shared.mode.idempotent,
+                leader: &leader,
+                node_has_room: &room,
+                node_ready: &ready,
+                partition_allowed: &mut allowed,
+            };
+            let drained = acc.drain(&mut rules);
+            pass.next_ready = match (pass.next_ready, drained.next_ready) {
+                (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+                (a, b) => a.or(b),
+            };
+            expired.extend(drained.expired);
+            refresh.extend(drained.no_leader);
+            for u in drained.unready {
+                if !pass.unready.contains(&u) {
+                    pass.unready.push(u);
+                }
+            }
+            if drained.requests.is_empty() {
+                break;
+            }
+            for (node, batches) in drained.requests {
+                *node_in_flight.entry(node).or_default() += 1;
+                *total_in_flight += 1;
+                pass.requests.push((node, batches));
+            }
+        }
+    }
+    for b in expired {
+        let e =
+            Error::timeout(format!("{}-{} not delivered within delivery.timeout.ms", b.topic, b.partition));
+        if let Some(txn) = st.txn.as_mut() {
+            // A transaction with a lost record cannot commit (as in Java).
+            txn.fail(e.clone());
+            txn.bump_epoch |= b.sequence >= 0;
+        } else if b.sequence >= 0 {
+            // Its sequence may have reached the broker: the sequences start over.
+            st.bump_needed = true;
+        }
+        shared.metrics.batches_failed.fetch_add(1, Ordering::Relaxed);
+        finish(shared, st, b, Err(e));
+    }
+    pass
+}
+
+/// Drains and sends what is ready now, from a caller or the reader task holding the
+/// state lock (which this lets go), and wakes the sender task only if it has work:
+/// a batch lingering past its planned wake, a broker to connect to, a refresh, an
+/// epoch bump, partitions to add to the transaction, or the end.
+pub(crate) fn pump(shared: &Arc<Shared>, mut guard: MutexGuard<'_, State>) {
+    let cluster = shared.client.cluster();
+    let st = &mut *guard;
+    let pass = drain(shared, st, &cluster);
+    let sooner = match (pass.next_ready, st.sender_wakes_at) {
+        (Some(at), Some(planned)) => at < planned,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let wake = sooner
+        || pass.unready.iter().any(|(n, _)| !st.connecting.contains(n))
+        || (!st.refresh.is_empty() && !st.refreshing)
+        || (st.bump_needed && !st.bumping)
+        || st.txn.as_ref().is_some_and(|t| t.has_pending())
+        || (st.closing && st.acc.is_empty());
+    dispatch(shared, guard, pass.requests);
+    if wake {
+        shared.wake.notify_one();
+    }
+}
+
+/// Sends drained requests in order; the state lock is let go once the send lock is
+/// held. A request that cannot be sent is judged as failed (retriable for a lost
+/// connection) once the send lock is let go.
+fn dispatch(shared: &Arc<Shared>, guard: MutexGuard<'_, State>, requests: Vec<(i32, Vec<ProducerBatch>)>) {
+    if requests.is_empty() {
+        return;
+    }
+    let pid = guard.pid;
+    let send_guard = shared.send_lock.lock().unwrap_or_else(|p| p.into_inner());
+    drop(guard);
+    let mut failed = Vec::new();
+    let mut sent_acks0 = Vec::new();
+    for (node, mut batches) in requests {
+        match send(shared, node, pid, &mut batches) {
+            Ok(Sent::Awaiting(conn, version, body)) => {
+                shared.metrics.requests_sent.fetch_add(1, Ordering::Relaxed);
+                let callback_shared = shared.clone();
+                // The batches go with the answer, or come back if the request is refused.
+                let slot = Arc::new(std::sync::Mutex::new(Some(batches)));
+                let callback_slot = slot.clone();
+                let on_reply = move |reply: Result<Response>| {
+                    let batches = take_batches(&callback_slot);
+                    let answer = reply.and_then(|r| match r.body {
+                        ResponseBody::Produce(p) => Ok(p),
+                        _ => Err(Error::protocol(
+                            &format!("broker {node}"),
+                            "Produce answered with another API",
+                        )),
+                    });
+                    on_answer(&callback_shared, node, batches, answer);
+                };
+                if let Err(e) = conn.submit_with(version, &body, on_reply) {
+                    failed.push((node, take_batches(&slot), e));
+                }
+            }
+            Ok(Sent::Written) => sent_acks0.push((node, batches)),
+            Err(e) => failed.push((node, batches, e)),
+        }
+    }
+    drop(send_guard);
+    for (node, batches) in sent_acks0 {
+        on_acks0(shared, node, batches);
+    }
+    for (node, batches, e) in failed {
+        on_answer(shared, node, batches, Err(e));
+    }
+}
 /// Fails every batch not sent yet once the producer or its transaction failed.
 fn fail_unsendable(shared: &Shared, st: &mut State) {
     let error = match (&st.fatal, st.txn.as_ref().map(|t| &t.phase)) {
@@ -182,54 +281,28 @@ pub(crate) fn finish(
     batch.slot.complete(result);
 }
 
-fn spawn_node(shared: &Arc<Shared>, node: i32) -> mpsc::UnboundedSender<Vec<ProducerBatch>> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(node_task(shared.clone(), node, rx));
-    tx
+fn take_batches(slot: &std::sync::Mutex<Option<Vec<ProducerBatch>>>) -> Vec<ProducerBatch> {
+    slot.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default()
 }
 
-/// One broker's requests: sealed and sent in drain order, answers taken in order.
-async fn node_task(shared: Arc<Shared>, node: i32, mut jobs: mpsc::UnboundedReceiver<Vec<ProducerBatch>>) {
-    let mut pending: VecDeque<(Reply, Vec<ProducerBatch>)> = VecDeque::new();
-    let mut open = true;
-    while open || !pending.is_empty() {
-        tokio::select! {
-            biased;
-            reply = async {
-                match pending.front_mut() {
-                    Some(front) => (&mut front.0).await,
-                    None => std::future::pending().await,
-                }
-            }, if !pending.is_empty() => {
-                if let Some((_, batches)) = pending.pop_front() {
-                    let answer = reply.and_then(|r| match r.body {
-                        ResponseBody::Produce(p) => Ok(p),
-                        _ => Err(Error::protocol(&format!("broker {node}"), "Produce answered with another API")),
-                    });
-                    on_answer(&shared, node, batches, answer);
-                }
-            }
-            job = jobs.recv(), if open => match job {
-                None => open = false,
-                Some(mut batches) => match send(&shared, node, &mut batches).await {
-                    Ok(Some(reply)) => pending.push_back((reply, batches)),
-                    Ok(None) => on_acks0(&shared, node, batches),
-                    Err(e) => on_answer(&shared, node, batches, Err(e)),
-                },
-            },
-        }
-    }
+/// What [`send`] did with a request.
+enum Sent {
+    /// Ready to queue on `conn` at the version: a response is awaited.
+    Awaiting(crate::connection::Connection, i16, RequestBody),
+    /// Written or queued with `acks=0`: no response comes.
+    Written,
 }
 
-/// Seals `batches` and queues their Produce request; the reply to await, or `None`
-/// with `acks=0`.
-async fn send(shared: &Shared, node: i32, batches: &mut [ProducerBatch]) -> Result<Option<Reply>> {
-    let conn = shared.client.broker(node).await?;
+/// Seals `batches` into one Produce request for `node` and, with `acks=0`, queues it.
+fn send(shared: &Shared, node: i32, pid: ProducerIdAndEpoch, batches: &mut [ProducerBatch]) -> Result<Sent> {
+    let conn = shared
+        .client
+        .connected(node)
+        .ok_or_else(|| Error::connection(&format!("broker {node}"), "not connected"))?;
     let version = conn.version(ApiKey::Produce)?;
     if version < 3 {
         return Err(Error::UnsupportedVersion { api: ApiKey::Produce });
     }
-    let pid = shared.lock().pid;
     let mut topics: Vec<TopicProduceData> = Vec::new();
     for b in batches.iter_mut() {
         let records = b.seal(pid)?;
@@ -246,12 +319,23 @@ async fn send(shared: &Shared, node: i32, batches: &mut [ProducerBatch]) -> Resu
         topic_data: topics,
     });
     if shared.config.acks == Acks::None {
-        conn.send_without_response(version, &body).await?;
-        return Ok(None);
+        conn.send_now(version, &body)?;
+        return Ok(Sent::Written);
     }
-    shared.metrics.requests_sent.fetch_add(1, Ordering::Relaxed);
-    let rx = conn.submit(version, &body).await?;
-    Ok(Some(Box::pin(async move { conn.await_reply(rx).await })))
+    Ok(Sent::Awaiting(conn, version, body))
+}
+
+/// Connects to `node` in the background for batches waiting on it; after a failure,
+/// refreshes their topics' metadata (the leader may have moved) and backs off.
+async fn connect_to(shared: Arc<Shared>, node: i32, topics: Vec<Arc<str>>) {
+    if let Err(e) = shared.client.broker(node).await {
+        tracing::debug!(node, error = %e, "producer could not connect to a broker");
+        shared.lock().refresh.extend(topics);
+        shared.wake.notify_one();
+        tokio::time::sleep(shared.config.client.backoff(0)).await;
+    }
+    shared.lock().connecting.remove(&node);
+    shared.wake.notify_one();
 }
 
 fn on_acks0(shared: &Shared, node: i32, batches: Vec<ProducerBatch>) {
@@ -276,11 +360,12 @@ fn release_request(st: &mut State, node: i32) {
     st.total_in_flight = st.total_in_flight.saturating_sub(1);
 }
 
-/// Judges each batch of a request by its partition's answer (or the request's failure).
-fn on_answer(shared: &Shared, node: i32, batches: Vec<ProducerBatch>, answer: Result<ProduceResponse>) {
+/// Judges each batch of a request by its partition's answer (or the request's failure),
+/// then sends what may go now that the request left its slot.
+fn on_answer(shared: &Arc<Shared>, node: i32, batches: Vec<ProducerBatch>, answer: Result<ProduceResponse>) {
     let now = Instant::now();
+    let mut guard = shared.lock();
     {
-        let mut guard = shared.lock();
         let st = &mut *guard;
         release_request(st, node);
         for mut b in batches {
@@ -390,7 +475,7 @@ fn on_answer(shared: &Shared, node: i32, batches: Vec<ProducerBatch>, answer: Re
             }
         }
     }
-    shared.wake.notify_one();
+    pump(shared, guard);
     shared.progress.notify_waiters();
 }
 

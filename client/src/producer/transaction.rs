@@ -126,12 +126,16 @@ impl TransactionState {
         self.added.contains(tp)
     }
 
+    /// Whether [`TransactionState::take_pending`] would give partitions now.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.adding
+            && !self.pending.is_empty()
+            && matches!(self.phase, TxnPhase::InTransaction | TxnPhase::Committing)
+    }
+
     /// The partitions for the next AddPartitionsToTxn, if one should be sent now.
     pub(crate) fn take_pending(&mut self) -> Option<Vec<(Arc<str>, i32)>> {
-        if self.adding
-            || self.pending.is_empty()
-            || !matches!(self.phase, TxnPhase::InTransaction | TxnPhase::Committing)
-        {
+        if !self.has_pending() {
             return None;
         }
         self.adding = true;

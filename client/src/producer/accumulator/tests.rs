@@ -22,6 +22,7 @@ fn rules<'a>(
         idempotent: true,
         leader,
         node_has_room: room,
+        node_ready: &|_| true,
         partition_allowed: allowed,
     }
 }
