@@ -26,6 +26,7 @@ from pathlib import Path
 
 from broker import READY_TIMEOUT_S, Broker, free_port, wait_until
 from faultproxy import ProxyHub
+import wire
 
 FAST = {
     "broker.heartbeat.interval.ms": "300",
@@ -124,6 +125,27 @@ class Cluster:
         for (a, b), p in self.controller_proxy.items():
             if i in (a, b):
                 p.unblock()
+
+    def quorum(self, via: int):
+        """DescribeQuorum as node `via`'s client listener answers it (forwarded to the leader)."""
+        with wire.Conn(self.nodes[via].port) as conn:
+            return wire.describe_quorum_v0(conn)
+
+    def active_controller(self, timeout: float = 30.0) -> int:
+        """The quorum's leader (the active controller), asked through any live node; Metadata's
+        controller id is a random live broker, as Kafka's KRaft brokers answer."""
+        def leader():
+            for i, n in enumerate(self.nodes):
+                if n.alive():
+                    try:
+                        q = self.quorum(i)
+                    except (OSError, ValueError):
+                        continue
+                    if q.error_code == 0 and q.leader_id >= 0:
+                        return q.leader_id
+            return None
+
+        return wait_until(leader, timeout, "a quorum leader", interval=0.1)
 
     def metadata(self, via: int | None = None):
         from confluent_kafka.admin import AdminClient

@@ -18,7 +18,10 @@ clients. Proves:
 - DeleteRecords answers only once every live replica has moved its log start offset: the leader
   killed right after the answer leaves a new leader that starts at the deleted offset too;
 - a broker that was down while a topic was deleted and created again under the same name does not
-  take the old topic's log for the new one's (`partition.metadata` holds the topic id).
+  take the old topic's log for the new one's (`partition.metadata` holds the topic id);
+- DescribeQuorum through any broker names the quorum's leader and every voter's progress, and
+  follows a new leader after the old one is killed; Metadata's controller id is a live broker, so
+  an admin client never waits on the dead controller.
 """
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ def test_leader_sigkill_under_idempotent_acks_all_loses_nothing(cluster_factory,
         if victim == "leader":
             dead = c.partition(topic, 0).leader
         else:
-            dead = c.metadata().controller_id
+            dead = c.active_controller()
         c.kill(dead)
         new_leader = c.wait_leader(topic, 0, not_in={dead})
         prod.wait_acked(len(prod.acks) + 1000, 60)
@@ -291,7 +294,7 @@ def test_a_topic_made_again_while_a_replica_was_down_does_not_inherit_its_old_lo
     util.confluent_produce(c.bootstrap, topic, util.make_records(40, "OLDVALUE"), acks="all")
     c.wait_isr(topic, 0, {0, 1, 2})
     # Not the active controller: the admin requests below should not wait for a new one.
-    controller = c.metadata(via=0).controller_id
+    controller = c.active_controller()
     down = next(i for i in (2, 1, 0) if i != controller)
     up = [i for i in range(3) if i != down]
     c.kill(down)
@@ -319,3 +322,41 @@ def test_a_topic_made_again_while_a_replica_was_down_does_not_inherit_its_old_lo
     assert b"OLDVALUE" not in stored, f"node {down} kept the deleted topic's records as the new topic's"
     assert stored.count(b"NEWVALUE-v-") == len(new), f"node {down} holds the new topic's records"
     assert "topic_id:" in (c.nodes[down].partition_dir(topic, 0) / "partition.metadata").read_text()
+
+
+@pytest.mark.timeout(180)
+def test_describe_quorum_through_any_broker_follows_the_leader_and_metadata_names_a_live_broker(
+        cluster_factory):
+    c = cluster_factory()
+    leader = c.active_controller()
+    for via in range(3):
+        q = c.quorum(via)
+        assert (q.error_code, q.leader_id) == (0, leader), f"via node {via}: {q}"
+        assert set(q.voters) == {0, 1, 2} and q.high_watermark > 0, q
+        assert q.voters[leader] >= q.high_watermark, q
+    epoch = c.quorum(0).leader_epoch
+    c.kill(leader)
+    live = [i for i in range(3) if i != leader]
+
+    def new_leader():
+        q = c.quorum(live[0])
+        return q if q.error_code == 0 and q.leader_id in live else None
+
+    q = wait_until(new_leader, 60, "a new quorum leader", interval=0.1)
+    assert q.leader_epoch > epoch, q
+    # Once the dead node is fenced, Metadata never names it as the controller (Kafka answers a
+    # random live broker; admin requests sent there are forwarded to the active controller).
+    def only_live():
+        ids = {c.metadata(via=live[0]).controller_id for _ in range(12)}
+        return ids if ids <= set(live) else None
+
+    wait_until(only_live, 60, "controller ids of live brokers only", interval=0.2)
+    topic = util.unique_topic("after-controller")
+    admin = AdminClient({"bootstrap.servers": c.live_bootstrap(), "log_level": 0})
+    started = time.monotonic()
+    for f in admin.create_topics([NewTopic(topic, 1, 2)], operation_timeout=20).values():
+        f.result(30)
+    assert time.monotonic() - started < 15, "CreateTopics through a live broker went promptly"
+    c.start_node(leader)
+    wait_until(lambda: set(c.quorum(leader).voters) == {0, 1, 2} and c.quorum(leader).error_code == 0,
+               60, "the restarted voter answers through its own listener", interval=0.2)

@@ -402,3 +402,36 @@ def incremental_alter_configs_v0(conn: Conn, resource_type: int, name: str,
     code = r.i16()
     message = r.string()
     return code, message
+
+
+@dataclass
+class QuorumState:
+    error_code: int  # top level, then the partition's if that one is 0
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: dict[int, int]  # replica id -> log end offset
+
+
+def describe_quorum_v0(conn: Conn) -> QuorumState:
+    """DescribeQuorum v0 (flexible) for `__cluster_metadata`-0, as
+    `kafka-metadata-quorum.sh describe --status` sends it to a broker."""
+    partitions = uvarint(2) + i32(0) + uvarint(0)
+    body = uvarint(2) + compact_string("__cluster_metadata") + partitions + uvarint(0) + uvarint(0)
+    r = Reader(conn.request(55, 0, body, flexible=True))
+    r.skip_tags()  # response header v1
+    top = r.i16()
+    topics = r.uvarint() - 1
+    if top != 0 or topics < 1:
+        return QuorumState(top, -1, -1, -1, {})
+    r.take(r.uvarint() - 1)  # topic name
+    assert r.uvarint() - 1 == 1, "one partition answered"
+    r.i32()  # partition index
+    code = r.i16()
+    leader, epoch, hw = r.i32(), r.i32(), r.i64()
+    voters = {}
+    for _ in range(r.uvarint() - 1):
+        rid, leo = r.i32(), r.i64()
+        r.skip_tags()
+        voters[rid] = leo
+    return QuorumState(code, leader, epoch, hw, voters)

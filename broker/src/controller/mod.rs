@@ -23,6 +23,7 @@ pub mod leaders;
 mod pending;
 pub mod placement;
 pub mod producer_ids;
+pub mod quorum_answer;
 pub mod raft;
 pub mod service;
 pub mod topics;

@@ -117,8 +117,12 @@ impl ControllerService {
         &self.cache
     }
 
-    /// Handles a controller request (answered with NOT_CONTROLLER unless active).
+    /// Handles a controller request (answered with NOT_CONTROLLER unless active;
+    /// DescribeQuorum from the quorum's status, NOT_LEADER_OR_FOLLOWER unless leader).
     pub async fn call(&self, body: RequestBody, version: i16) -> ResponseBody {
+        if let RequestBody::DescribeQuorum(r) = &body {
+            return super::quorum_answer::describe_quorum(r, &self.quorum.status()).into();
+        }
         let fallback = not_controller(&body);
         let (reply, rx) = oneshot::channel();
         if self.tx.send(Call { body, version, reply }).await.is_err() {

@@ -14,9 +14,6 @@ use crate::controller::service::ControllerService;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
-use strata_protocol::messages::describe_quorum::{
-    DescribeQuorumResponse, PartitionDataResponse, ReplicaState, TopicDataResponse,
-};
 use strata_protocol::messages::strata_metadata_fetch::{
     StrataMetadataFetchRequest, StrataMetadataFetchResponse,
 };
@@ -75,7 +72,6 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request) -> Outcome {
             }
         },
         RequestBody::StrataMetadataFetch(r) => metadata_fetch(&service, r).await.into(),
-        RequestBody::DescribeQuorum(_) => describe_quorum(&service).into(),
         body => service.call(body, version).await,
     };
     Outcome::Respond(encode_response(header.correlation_id, version, &response))
@@ -110,36 +106,5 @@ async fn metadata_fetch(
                 ..Default::default()
             }
         }
-    }
-}
-
-/// DescribeQuorum from the quorum's status (Raft term as the leader epoch, committed
-/// index as the high watermark).
-fn describe_quorum(service: &ControllerService) -> DescribeQuorumResponse {
-    let status = service.quorum().status();
-    let voters = status
-        .voters
-        .iter()
-        .map(|v| ReplicaState {
-            replica_id: v.node_id,
-            log_end_offset: v.matched_index.map_or(-1, |i| i as i64),
-            ..Default::default()
-        })
-        .collect();
-    DescribeQuorumResponse {
-        topics: vec![TopicDataResponse {
-            topic_name: "__cluster_metadata".into(),
-            partitions: vec![PartitionDataResponse {
-                partition_index: 0,
-                error_code: 0,
-                error_message: None,
-                leader_id: status.leader.unwrap_or(-1),
-                leader_epoch: status.term as i32,
-                high_watermark: status.committed_index.map_or(-1, |i| i as i64),
-                current_voters: voters,
-                observers: Vec::new(),
-            }],
-        }],
-        ..Default::default()
     }
 }

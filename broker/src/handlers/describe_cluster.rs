@@ -33,7 +33,7 @@ pub fn handle(
     DescribeClusterResponse {
         endpoint_type: 1,
         cluster_id: broker.cluster_id(),
-        controller_id: super::metadata::controller_id(broker, &image),
+        controller_id: super::metadata::controller_id(&image),
         brokers,
         ..Default::default()
     }

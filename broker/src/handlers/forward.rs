@@ -25,6 +25,7 @@ pub fn controller_version(body: &RequestBody) -> i16 {
         RequestBody::AlterConfigs(_) => 2,
         RequestBody::IncrementalAlterConfigs(_) => 1,
         RequestBody::ElectLeaders(_) => 2,
+        RequestBody::DescribeQuorum(_) => 2,
         _ => 0,
     }
 }

@@ -66,7 +66,7 @@ pub async fn handle(
     let mut response = MetadataResponse {
         brokers: brokers(&image, &ctx.listener),
         cluster_id: Some(broker.cluster_id()),
-        controller_id: controller_id(broker, &image),
+        controller_id: controller_id(&image),
         ..Default::default()
     };
     match requested {
@@ -129,14 +129,19 @@ pub fn brokers(image: &MetadataImage, listener: &str) -> Vec<MetadataResponseBro
         .collect()
 }
 
-/// The id clients see as the controller: the active controller when it is also a
-/// broker, else some live broker (clients cannot reach KRaft controllers anyway).
-pub fn controller_id(broker: &Broker, image: &MetadataImage) -> i32 {
-    let active = broker.controller_channel().local().and_then(|c| c.leader());
-    if let Some(id) = active.filter(|id| image.broker(*id).is_some_and(|b| !b.fenced)) {
-        return id;
+/// The id clients see as the controller: as Kafka's KRaft brokers answer, a random live
+/// broker (unfenced, not shutting down; else any unfenced one). Clients send admin
+/// requests there and every broker forwards them to the active controller; naming the
+/// active controller itself sent clients to a dead node until its session expired (a
+/// librdkafka admin client then waited past its timeout). DescribeQuorum names the
+/// quorum's leader.
+pub fn controller_id(image: &MetadataImage) -> i32 {
+    use rand::seq::SliceRandom;
+    let mut live: Vec<i32> = image.unfenced_brokers().filter(|b| b.is_active()).map(|b| b.node_id).collect();
+    if live.is_empty() {
+        live = image.unfenced_brokers().map(|b| b.node_id).collect();
     }
-    image.unfenced_brokers().next().map_or(-1, |b| b.node_id)
+    live.choose(&mut rand::thread_rng()).copied().unwrap_or(-1)
 }
 
 fn error_topic(name: String, code: ErrorCode) -> MetadataResponseTopic {

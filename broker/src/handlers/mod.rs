@@ -10,6 +10,7 @@ mod create_topics;
 mod delete_records;
 mod delete_topics;
 mod describe_cluster;
+mod describe_quorum;
 mod elect_leaders;
 mod fetch;
 mod find_coordinator;
@@ -61,6 +62,7 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::CreatePartitions, min: 0, max: 3 },
     Served { api: ApiKey::IncrementalAlterConfigs, min: 0, max: 1 },
     Served { api: ApiKey::DescribeCluster, min: 0, max: 1 },
+    Served { api: ApiKey::DescribeQuorum, min: 0, max: 2 },
     Served { api: ApiKey::ElectLeaders, min: 0, max: 2 },
     Served { api: ApiKey::InitProducerId, min: 0, max: 6 },
     Served { api: ApiKey::FindCoordinator, min: 0, max: 4 },
@@ -156,6 +158,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
         RequestBody::AlterConfigs(r) => admin_configs::alter(broker, r).await.into(),
         RequestBody::IncrementalAlterConfigs(r) => admin_configs::incremental_alter(broker, r).await.into(),
         RequestBody::DescribeCluster(r) => describe_cluster::handle(broker, r, ctx).into(),
+        RequestBody::DescribeQuorum(r) => describe_quorum::handle(broker, r).await.into(),
         RequestBody::ElectLeaders(r) => elect_leaders::handle(broker, r).await.into(),
         RequestBody::InitProducerId(r) if r.transactional_id.as_deref().is_none_or(str::is_empty) => {
             init_producer_id::handle(broker, r).await.into()

@@ -1,8 +1,9 @@
 //! The Kafka producer, behaving like the Java client's: records are partitioned
-//! ([`partitioner`]), gathered per partition into batches ([`accumulator`]) and sent by
-//! a background sender (one task per broker, Produce requests pipelined up to
-//! `max.in.flight.requests.per.connection`), retried until `delivery.timeout.ms`,
-//! idempotent by default ([`idempotence`]: no duplicate and no reordering on retries)
+//! ([`partitioner`]), gathered per partition into batches ([`accumulator`]) and sent as
+//! soon as they are ready by whoever notices (the appending caller, the task reading
+//! the broker's answers, or a background sender for lingering batches and retries;
+//! Produce requests pipelined up to `max.in.flight.requests.per.connection`), retried
+//! until `delivery.timeout.ms`, idempotent by default ([`idempotence`]: no duplicate and no reordering on retries)
 //! and transactional with a `transactional.id` ([`transaction`]).
 //!
 //! ```no_run

@@ -113,6 +113,11 @@ pub fn not_controller(body: &RequestBody) -> ResponseBody {
             ..Default::default()
         }
         .into(),
+        RequestBody::DescribeQuorum(_) => crate::controller::quorum_answer::error(
+            ErrorCode::NotLeaderOrFollower,
+            "this voter is not the quorum's leader",
+        )
+        .into(),
         other => {
             tracing::error!(api = other.api_key().name(), "not a controller API");
             UnregisterBrokerResponse { error_code: ErrorCode::InvalidRequest.code(), ..Default::default() }
@@ -131,6 +136,7 @@ pub fn is_not_controller(response: &ResponseBody) -> bool {
         ResponseBody::AllocateProducerIds(r) => r.error_code == NOT_CONTROLLER,
         ResponseBody::UnregisterBroker(r) => r.error_code == NOT_CONTROLLER,
         ResponseBody::ElectLeaders(r) => r.error_code == NOT_CONTROLLER,
+        ResponseBody::DescribeQuorum(r) => crate::controller::quorum_answer::is_not_leader(r),
         ResponseBody::CreateTopics(r) => {
             !r.topics.is_empty() && r.topics.iter().all(|t| t.error_code == NOT_CONTROLLER)
         }
