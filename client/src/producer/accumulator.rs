@@ -124,6 +124,11 @@ impl ProducerBatch {
     fn is_open(&self) -> bool {
         self.builder.is_some() && !self.full
     }
+
+    /// The sealed batch, once the batch is finished (its buffer can be recycled).
+    pub(crate) fn into_sealed(self) -> Option<Bytes> {
+        self.sealed
+    }
 }
 
 /// A partition's queue and sequence state.
@@ -229,7 +234,14 @@ pub(crate) struct Accumulator {
     next_id: u64,
     rotation: usize,
     incomplete: BTreeSet<u64>,
+    /// Buffers of finished batches, for new batches to build in (see
+    /// [`Accumulator::recycle`]).
+    spare: Vec<Vec<u8>>,
 }
+
+/// Bytes of finished batches' buffers kept for new batches: enough for the batches in
+/// flight and open at once in a busy producer, little enough to leave idle.
+const SPARE_BYTES: usize = 4 << 20;
 
 impl Accumulator {
     pub(crate) fn new(batch_size: usize, compression: Compression, transactional: bool) -> Accumulator {
@@ -244,6 +256,7 @@ impl Accumulator {
             next_id: 0,
             rotation: 0,
             incomplete: BTreeSet::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -346,11 +359,14 @@ impl Accumulator {
             let id = self.next_id;
             self.next_id += 1;
             self.incomplete.insert(id);
-            let builder = RecordBatchBuilder::new(0)
+            let mut builder = RecordBatchBuilder::new(0)
                 .compression(compression)
                 .compression_level(level)
-                .transactional(transactional)
-                .with_capacity(batch_size.min(1 << 20).max(size + 64));
+                .transactional(transactional);
+            if let Some(buffer) = self.spare.pop() {
+                builder = builder.with_buffer(buffer);
+            }
+            let builder = builder.with_capacity(batch_size.min(1 << 20).max(size + 64));
             queue.batches.push_back(ProducerBatch {
                 id,
                 topic: name.clone(),
@@ -505,6 +521,24 @@ impl Accumulator {
     /// Forgets a finished batch (for flush).
     pub(crate) fn completed(&mut self, id: u64) {
         self.incomplete.remove(&id);
+    }
+
+    /// Keeps a finished batch's buffer for a new batch, if nothing else holds it (the
+    /// request that carried it is written) and it is a whole batch's: writing into
+    /// memory already mapped costs far less than faulting in and zeroing new pages for
+    /// every batch (allocations of a batch's size are `mmap`s in glibc's malloc).
+    pub(crate) fn recycle(&mut self, sealed: Bytes) {
+        let full_size = self.batch_size.min(1 << 20);
+        if (self.spare.len() + 1) * full_size > SPARE_BYTES.max(full_size) {
+            return;
+        }
+        if let Ok(mut buffer) = sealed.try_into_mut() {
+            buffer.clear();
+            let buffer = Vec::from(buffer);
+            if buffer.capacity() >= full_size {
+                self.spare.push(buffer);
+            }
+        }
     }
 
     /// The newest batch id so far, if any.

@@ -279,6 +279,9 @@ pub(crate) fn finish(
     st.acc.completed(batch.id);
     shared.memory.add_permits(batch.memory);
     batch.slot.complete(result);
+    if let Some(sealed) = batch.into_sealed() {
+        st.acc.recycle(sealed);
+    }
 }
 
 fn take_batches(slot: &std::sync::Mutex<Option<Vec<ProducerBatch>>>) -> Vec<ProducerBatch> {

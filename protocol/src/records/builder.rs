@@ -98,6 +98,19 @@ impl RecordBatchBuilder {
         }
     }
 
+    /// Builds in `buffer` (emptied first) instead of a new allocation: a producer that
+    /// recycles the buffers of finished batches keeps writing to memory already mapped
+    /// and cached, instead of faulting in and zeroing fresh pages for every batch.
+    /// Call before appending.
+    pub fn with_buffer(mut self, mut buffer: Vec<u8>) -> Self {
+        debug_assert_eq!(self.count, 0, "with_buffer before any append");
+        buffer.clear();
+        buffer.resize(BATCH_HEADER_SIZE, 0);
+        self.records = buffer;
+        self.crc_done = BATCH_HEADER_SIZE;
+        self
+    }
+
     /// Reserves room for about `bytes` of batch, so a producer filling batches up to a
     /// known size does not grow (and copy) the buffer as it goes.
     pub fn with_capacity(mut self, bytes: usize) -> Self {

@@ -556,3 +556,33 @@ fn codec_levels_change_the_size_and_read_back_the_same() {
     let (high, low) = (build_at(19).len(), build_at(1).len());
     assert!(high < low, "{high} vs {low}");
 }
+
+#[test]
+fn a_batch_built_in_a_reused_buffer_is_the_batch_built_in_a_new_one() {
+    // Large enough that the records are checksummed in several steps as they come.
+    let value = Bytes::from(vec![b'x'; 1000]);
+    let records: Vec<NewRecord> =
+        (0..100).map(|i| NewRecord::new(1_000 + i, None, Some(value.clone()))).collect();
+    let fresh = {
+        let mut b = RecordBatchBuilder::new(0).producer(7, 1, 5);
+        for r in &records {
+            b.append(r).unwrap();
+        }
+        b.build().unwrap()
+    };
+    for codec in ALL_CODECS {
+        let dirty = vec![0xA5u8; 256 << 10];
+        let mut reused = RecordBatchBuilder::new(0).producer(7, 1, 5).compression(codec).with_buffer(dirty);
+        let mut plain = RecordBatchBuilder::new(0).producer(7, 1, 5).compression(codec);
+        for r in &records {
+            reused.append(r).unwrap();
+            plain.append(r).unwrap();
+        }
+        let (reused, plain) = (reused.build().unwrap(), plain.build().unwrap());
+        assert_eq!(reused, plain, "{codec:?}");
+        RecordBatch::parse(&reused).unwrap().validate_crc().unwrap();
+        if codec == Compression::None {
+            assert_eq!(reused, fresh);
+        }
+    }
+}

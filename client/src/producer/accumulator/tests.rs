@@ -321,3 +321,53 @@ fn an_unknown_topic_asks_for_metadata_and_a_missing_partition_is_refused() {
     let a = acc.append("t", Target::Key(7), &record(b"a"), 0, &|| now).expect("ok").expect("known");
     assert_eq!(a.slot.partition(), 1, "7 % 2");
 }
+
+#[test]
+fn a_finished_batch_buffer_is_built_in_again_once_nothing_else_holds_it() {
+    let now = Instant::now();
+    let mut acc = Accumulator::new(4096, Compression::None, false);
+    acc.set_meta("t", TopicMeta { partitions: 1, available: vec![0] });
+    let mut sealed = Vec::new();
+    for round in 0..3 {
+        acc.append("t", Target::Partition(0), &record(&[round; 100]), 0, &|| now).expect("append");
+        let mut batch = drain_all(&mut acc, now).pop().expect("a batch");
+        let bytes = batch.seal(ProducerIdAndEpoch::NONE).expect("seal");
+        let parsed = RecordBatch::parse(&bytes).expect("a valid batch");
+        parsed.validate_crc().expect("crc");
+        assert_eq!(parsed.records_count(), 1, "round {round}");
+        sealed.push((bytes, batch));
+    }
+    let (held, first) = sealed.remove(0);
+    acc.recycle(first.into_sealed().expect("sealed"));
+    assert!(acc.spare.is_empty(), "a request still holds the first batch's bytes");
+    drop(held);
+    for (bytes, batch) in sealed {
+        drop(bytes);
+        acc.recycle(batch.into_sealed().expect("sealed"));
+    }
+    assert_eq!(acc.spare.len(), 2);
+    let reused = acc.spare.last().map(|b| b.as_ptr()).expect("spare");
+    acc.append("t", Target::Partition(0), &record(b"new"), 0, &|| now).expect("append");
+    assert_eq!(acc.spare.len(), 1, "the new batch took a spare buffer");
+    let mut batch = drain_all(&mut acc, now).pop().expect("a batch");
+    let bytes = batch.seal(ProducerIdAndEpoch::NONE).expect("seal");
+    assert_eq!(bytes.as_ptr(), reused, "built in the recycled buffer");
+    let parsed = RecordBatch::parse(&bytes).expect("a valid batch, header rewritten");
+    parsed.validate_crc().expect("crc");
+    let records = parsed.records(1 << 20).expect("records").collect_all().expect("decode");
+    let values: Vec<_> = records.iter().map(|r| r.value.clone()).collect();
+    assert_eq!(values, vec![Some(Bytes::from_static(b"new"))], "nothing of the old batch remains");
+}
+
+#[test]
+fn spare_buffers_are_bounded() {
+    let mut acc = Accumulator::new(1 << 20, Compression::None, false);
+    for _ in 0..10 {
+        let mut v = Vec::with_capacity(1 << 20);
+        v.extend_from_slice(&[1; 100]);
+        acc.recycle(Bytes::from(v));
+    }
+    assert_eq!(acc.spare.len(), SPARE_BYTES >> 20);
+    acc.recycle(Bytes::from(vec![0u8; 10]));
+    assert_eq!(acc.spare.len(), SPARE_BYTES >> 20, "a small buffer is not kept");
+}
