@@ -654,3 +654,37 @@ async fn committed_offset(client: &Client, group: &str) -> i64 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// With its broker gone for good, a producer fails what it holds at `delivery.timeout.ms`
+/// (the sender keeps trying to connect and expires the batches) and `flush` returns: no
+/// record waits forever, whether it was in flight at the kill or appended after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_for_a_broker_gone_for_good_fail_at_the_delivery_timeout_and_flush_returns() {
+    let mut broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "gone", 1).await;
+    let settings = [
+        ("linger.ms", "5"),
+        ("delivery.timeout.ms", "2000"),
+        ("request.timeout.ms", "1000"),
+        ("retry.backoff.ms", "50"),
+        ("max.block.ms", "1000"),
+    ];
+    let producer = Producer::new(config(&broker, &settings)).await.expect("producer");
+    producer.send(ProducerRecord::new("gone").value("before")).await.expect("send").await.expect("acked");
+    tokio::task::block_in_place(|| broker.kill().expect("kill"));
+    let mut futures = Vec::new();
+    for i in 0..200 {
+        futures
+            .push(producer.send(ProducerRecord::new("gone").value(format!("v{i}"))).await.expect("queued"));
+    }
+    let started = Instant::now();
+    let flushed = tokio::time::timeout(Duration::from_secs(20), producer.flush()).await;
+    assert!(flushed.is_ok(), "flush returned ({:?})", started.elapsed());
+    for f in futures {
+        let e =
+            tokio::time::timeout(Duration::from_secs(5), f).await.expect("resolved").expect_err("no broker");
+        assert!(e.is_retriable() || matches!(e, strata_client::Error::Timeout(_)), "{e}");
+    }
+    assert!(started.elapsed() >= Duration::from_millis(1500), "not before the delivery timeout");
+}

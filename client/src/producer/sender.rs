@@ -105,6 +105,8 @@ struct Pass {
     requests: Vec<(i32, Vec<ProducerBatch>)>,
     next_ready: Option<Instant>,
     unready: Vec<(i32, Arc<str>)>,
+    /// Batches failed for their delivery timeout (flush and abort wait on such).
+    expired: bool,
 }
 
 /// Takes every batch that may go now (unless an epoch bump is due), counting the
@@ -112,7 +114,7 @@ struct Pass {
 /// without a leader for a refresh.
 fn drain(shared: &Shared, st: &mut State, cluster: &crate::metadata::Cluster) -> Pass {
     let now = Instant::now();
-    let mut pass = Pass { requests: Vec::new(), next_ready: None, unready: Vec::new() };
+    let mut pass = Pass { requests: Vec::new(), next_ready: None, unready: Vec::new(), expired: false };
     if st.bump_needed || st.bumping {
         return pass;
     }
@@ -207,6 +209,9 @@ pub(crate) fn pump(shared: &Arc<Shared>, mut guard: MutexGuard<'_, State>) {
     if wake {
         shared.wake.notify_one();
     }
+    if pass.expired {
+        shared.progress.notify_waiters();
+    }
 }
 
 /// Sends drained requests in order; the state lock is let go once the send lock is
@@ -256,6 +261,7 @@ fn dispatch(shared: &Arc<Shared>, guard: MutexGuard<'_, State>, requests: Vec<(i
         on_answer(shared, node, batches, Err(e));
     }
 }
+
 /// Fails every batch not sent yet once the producer or its transaction failed.
 fn fail_unsendable(shared: &Shared, st: &mut State) {
     let error = match (&st.fatal, st.txn.as_ref().map(|t| &t.phase)) {
