@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import wire
+from broker import BrokerDied
 from test_replication import create
 from txn_util import end_offsets, wait_lso_caught_up
 from util import unique_topic, wait_until
@@ -129,8 +130,8 @@ def test_wordcount_is_exactly_once_when_the_transaction_coordinator_dies(cluster
     for t in (in_topic, out_topic):
         create(c.bootstrap, t, config={"min.insync.replicas": "2"})
     ckpt, log = tmp_path / "checkpoints", tmp_path / "wordcount.log"
-    seed = random.randrange(1 << 30)
-    print(f"seed {seed}")
+    seed = int(os.environ.get("STRATA_EOS_SEED") or random.randrange(1 << 30))
+    print(f"seed {seed} (STRATA_EOS_SEED={seed} repeats its timings)")
     rng = random.Random(seed)
     feeder = Feeder(c.bootstrap, in_topic, seed)
     app = start_app(c.bootstrap, in_topic, out_topic, group, ckpt, log)
@@ -155,8 +156,16 @@ def test_wordcount_is_exactly_once_when_the_transaction_coordinator_dies(cluster
         time.sleep(rng.uniform(0.5, 2.0))
         expected = feeder.stop()
         total = sum(expected.values())
-        wait_until(lambda: sum(map(len, committed_words(c.bootstrap, out_topic).values())) >= total, 180,
-                   f"all {total} words in the output")
+
+        def all_words_out() -> bool:
+            if app.poll() is not None:  # the job failed: no point waiting for its output
+                raise BrokerDied(f"wordcount exited ({app.returncode}):\n{log.read_text()[-6000:]}")
+            return sum(map(len, committed_words(c.bootstrap, out_topic).values())) >= total
+
+        try:
+            wait_until(all_words_out, 180, f"all {total} words in the output")
+        except TimeoutError as e:
+            raise AssertionError(f"{e} (seed {seed}); the job's log ends:\n{log.read_text()[-6000:]}") from e
         app.terminate()
         assert app.wait(60) == 0, f"wordcount did not stop cleanly:\n{log.read_text()[-4000:]}"
     finally:

@@ -1,7 +1,8 @@
 //! The producer's two-phase-commit API (KIP-939) against the real broker: a prepared
 //! transaction survives its producer (dropped without a word, as a crash would) and the
-//! broker's kill -9; the next producer keeps it, and `complete_transaction` commits it when
-//! it is the stored one and aborts it otherwise. Every transaction gets its own identity.
+//! broker's kill -9; the next producer keeps it (and a successor of one that kept it and
+//! crashed is told the same identity), and `complete_transaction` commits it when it is the
+//! stored one and aborts it otherwise. Every transaction gets its own identity.
 
 use std::time::Duration;
 use strata_client::consumer::{Consumer, ConsumerConfig};
@@ -99,9 +100,18 @@ async fn a_prepared_transaction_is_kept_across_crashes_and_completed_by_identity
     broker.restart().unwrap();
     assert_eq!(committed_values(&bootstrap).await, ["a1", "a2"], "the prepared one is not visible yet");
 
-    // The next producer keeps it and, as it is the stored one, commits it.
+    // The next producer keeps it and crashes too before completing it; the one after
+    // (past another kill -9) is still told the stored identity, and commits it.
     let p = producer(&bootstrap, "sink-a").await;
     assert_eq!(p.init_transactions_keeping_prepared().await.unwrap(), Some(second));
+    drop(p);
+    let p = producer(&bootstrap, "sink-a").await;
+    assert_eq!(p.init_transactions_keeping_prepared().await.unwrap(), Some(second), "kept twice");
+    drop(p);
+    broker.kill().unwrap();
+    broker.restart().unwrap();
+    let p = producer(&bootstrap, "sink-a").await;
+    assert_eq!(p.init_transactions_keeping_prepared().await.unwrap(), Some(second), "after a restart");
     assert!(p.complete_transaction(stored.as_ref()).await.unwrap());
     assert_eq!(committed_values(&bootstrap).await, ["a1", "a2", "b1", "b2", "b3"]);
 

@@ -208,7 +208,7 @@ impl TransactionCoordinator {
                 }
             }
             TxnState::Ongoing if keep_prepared => {
-                let ongoing = (txn.producer_id, txn.producer_epoch);
+                let ongoing = txn.ongoing_identity();
                 Ok(InitStep::Keep(txn.prepare_keep_ongoing(timeout_ms, now_ms)?, ongoing))
             }
             TxnState::Ongoing => Ok(InitStep::FenceAndAbort),

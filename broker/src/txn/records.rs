@@ -7,7 +7,10 @@
 //! struct in that version. The key has version 0 only (the transactional id); other key
 //! versions are skipped on load, as Kafka skips them. The value has version 0 (classic
 //! encoding) and 1 (flexible, KIP-915, with the tagged fields `PreviousProducerId` (tag 0),
-//! `NextProducerId` (tag 1) and `ClientTransactionVersion` (tag 2)). The partition list is
+//! `NextProducerId` (tag 1) and `ClientTransactionVersion` (tag 2), and Strata's own tag
+//! 1000, the epoch a KIP-939 kept transaction was written under, which a Kafka reader
+//! skips as an unknown tag; a kept transaction's records are written in version 1 so they
+//! can carry it). The partition list is
 //! null for `Empty`, as Kafka writes it. A null value is a tombstone: the id expired.
 //! Decoding never trusts a length prefix beyond the bytes present, and never panics.
 
@@ -45,6 +48,10 @@ strata_protocol::message! {
         transaction_start_timestamp_ms: i64 [0..],
         /// Tagged (2) from v1: the client's transaction version (0 here).
         client_transaction_version: i16 [1..] tag 2,
+        /// Tagged (Strata's own tag 1000, skipped by Kafka's readers) from v1: the epoch
+        /// an ongoing transaction was written under once a KIP-939 keep moved the producer
+        /// past it; -1 otherwise.
+        kept_txn_producer_epoch: i16 [1..] tag 1000 = -1,
     }
 }
 
@@ -189,6 +196,12 @@ impl TransactionLogValue {
 
 /// The record of a prepared transition, as Kafka's `valueToBytes` builds it.
 pub(super) fn transit_record(transactional_id: &str, transit: &TxnTransit, value_version: i16) -> TxnRecord {
+    // A kept transaction's identity needs a tagged field: version 1 for its records.
+    let value_version = if transit.kept_txn_epoch >= 0 {
+        value_version.max(FIRST_FLEXIBLE_VALUE_VERSION)
+    } else {
+        value_version
+    };
     let partitions = if transit.state == TxnState::Empty {
         None
     } else {
@@ -215,6 +228,7 @@ pub(super) fn transit_record(transactional_id: &str, transit: &TxnTransit, value
         transaction_last_update_timestamp_ms: transit.txn_last_update_timestamp_ms,
         transaction_start_timestamp_ms: transit.txn_start_timestamp_ms,
         client_transaction_version: 0,
+        kept_txn_producer_epoch: transit.kept_txn_epoch,
     };
     TxnRecord { transactional_id: transactional_id.to_owned(), value: Some(value), value_version }
 }

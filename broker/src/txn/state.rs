@@ -154,6 +154,10 @@ pub(super) struct TxnMetadata {
     pub partitions: BTreeSet<TopicPartition>,
     pub txn_start_timestamp_ms: i64,
     pub txn_last_update_timestamp_ms: i64,
+    /// The epoch an ongoing transaction was written under, once a KIP-939 keep has moved
+    /// the producer past it (-1 otherwise): the identity every later keep names, so a
+    /// twice-restarted producer still recognises what its checkpoint stored.
+    pub kept_txn_epoch: i16,
     /// An epoch fence was prepared (and the epoch bumped in memory) but its write failed:
     /// the next fence reuses the epoch instead of bumping again (never returned to a
     /// client, so reusing it is safe).
@@ -173,6 +177,8 @@ pub(super) struct TxnTransit {
     pub partitions: BTreeSet<TopicPartition>,
     pub txn_start_timestamp_ms: i64,
     pub txn_last_update_timestamp_ms: i64,
+    /// [`TxnMetadata::kept_txn_epoch`] after the transition.
+    pub kept_txn_epoch: i16,
 }
 
 impl TxnMetadata {
@@ -197,8 +203,16 @@ impl TxnMetadata {
             partitions: BTreeSet::new(),
             txn_start_timestamp_ms: -1,
             txn_last_update_timestamp_ms: now_ms,
+            kept_txn_epoch: NO_PRODUCER_EPOCH,
             has_failed_epoch_fence: false,
         }
+    }
+
+    /// The (producer id, epoch) the ongoing transaction's records carry: what
+    /// `prepare_transaction` handed the client and a KIP-939 keep names.
+    pub fn ongoing_identity(&self) -> (i64, i16) {
+        let epoch = if self.kept_txn_epoch >= 0 { self.kept_txn_epoch } else { self.producer_epoch };
+        (self.producer_id, epoch)
     }
 
     pub fn summary(&self) -> TxnSummary {
@@ -260,6 +274,11 @@ impl TxnMetadata {
             txn_start_timestamp_ms,
             // The last update never moves backwards, even if the clock does.
             txn_last_update_timestamp_ms: now_ms.max(self.txn_last_update_timestamp_ms),
+            // Kept while the same transaction goes on; a new one starts from Empty/Complete.
+            kept_txn_epoch: match state {
+                TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort => self.kept_txn_epoch,
+                _ => NO_PRODUCER_EPOCH,
+            },
         }
     }
 
@@ -336,7 +355,8 @@ impl TxnMetadata {
             );
             return Err(ErrorCode::UnknownServerError);
         }
-        Ok(self.prepare(
+        let (_, written_under) = self.ongoing_identity();
+        let mut transit = self.prepare(
             TxnState::Ongoing,
             self.producer_id,
             self.producer_epoch + 1,
@@ -345,7 +365,9 @@ impl TxnMetadata {
             self.partitions.clone(),
             self.txn_start_timestamp_ms,
             now_ms,
-        ))
+        );
+        transit.kept_txn_epoch = written_under;
+        Ok(transit)
     }
 
     /// Kafka's `prepareAddPartitions`: the transaction starts (or continues) with these
@@ -450,6 +472,7 @@ impl TxnMetadata {
             }
         }
         self.txn_last_update_timestamp_ms = transit.txn_last_update_timestamp_ms;
+        self.kept_txn_epoch = transit.kept_txn_epoch;
         self.pending = None;
         self.state = transit.state;
     }

@@ -18,6 +18,7 @@ fn value(status: TxnState, partitions: Option<Vec<TxnPartitions>>) -> Transactio
         transaction_last_update_timestamp_ms: 1_000_000,
         transaction_start_timestamp_ms: -1,
         client_transaction_version: 0,
+        kept_txn_producer_epoch: -1,
     }
 }
 
@@ -96,6 +97,30 @@ fn value_v1_golden_bytes_with_tagged_fields() {
     ];
     assert_eq!(r.value_bytes().unwrap().to_vec(), expected);
     assert_eq!(TxnRecord::decode(r.key_bytes(), r.value_bytes()).unwrap(), Some(r));
+}
+
+#[test]
+fn the_kept_transaction_epoch_is_strata_s_tag_1000_which_kafka_skips() {
+    let mut v = value(TxnState::Ongoing, t01());
+    v.producer_epoch = 3;
+    v.kept_txn_producer_epoch = 2;
+    let r = record(v, 1);
+    let bytes = r.value_bytes().unwrap().to_vec();
+    let tail = [
+        1, // one tagged field
+        0xE8, 0x07, // tag 1000 (unsigned varint)
+        2,    // 2 bytes
+        0, 2, // epoch 2
+    ];
+    assert!(bytes.ends_with(&tail), "{bytes:?}");
+    assert_eq!(TxnRecord::decode(r.key_bytes(), r.value_bytes()).unwrap(), Some(r.clone()));
+    // A reader that knows only Kafka's tags (as Kafka's own) skips it: the same record with
+    // the tag swapped for an unknown one still decodes, with the default.
+    let mut unknown = bytes.clone();
+    let at = unknown.len() - tail.len() + 1;
+    unknown[at..at + 2].copy_from_slice(&[0xE9, 0x07]);
+    let decoded = TxnRecord::decode(r.key_bytes(), Some(Bytes::from(unknown))).unwrap().unwrap();
+    assert_eq!(decoded.value.unwrap().kept_txn_producer_epoch, -1);
 }
 
 #[test]

@@ -112,3 +112,33 @@ fn the_kept_transaction_survives_a_coordinator_move() {
     let m = h.markers.last().unwrap();
     assert_eq!((m.producer_epoch, m.coordinator_epoch), (new.1, COORDINATOR_EPOCH + 2));
 }
+
+#[test]
+fn a_transaction_kept_twice_keeps_its_identity_also_across_a_coordinator_move() {
+    // A sink prepares under `old`, crashes; its successor keeps the transaction and crashes
+    // before completing it; the next successor must still be told `old`, the identity the
+    // checkpoint stored, or it would abort what a complete checkpoint prepared.
+    let mut h = Harness::with_config(two_phase_config());
+    let r = h.init_2pc("a", true, false);
+    let old = (r.producer_id, r.producer_epoch);
+    h.add("a", old, &[("t", 0)]);
+    let r = h.init_2pc("a", true, true);
+    assert_eq!((r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch), old);
+    let r = h.init_2pc("a", true, true);
+    assert_eq!((r.error_code, r.producer_epoch), (0, old.1 + 2));
+    assert_eq!((r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch), old, "second keep");
+    let partition = h.c.partition_for("a");
+    reload(&mut h, partition, COORDINATOR_EPOCH + 1);
+    let r = h.init_2pc("a", true, true);
+    assert_eq!((r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch), old, "after the move");
+    let newest = (r.producer_id, r.producer_epoch);
+    assert_eq!(newest.1, old.1 + 3);
+    assert_eq!(h.end("a", newest, true), 0);
+    // Completed: the identity is forgotten; the next transaction names its own.
+    let r = h.init_2pc("a", true, true);
+    assert_eq!(r.ongoing_txn_producer_id, -1);
+    let ids = (r.producer_id, r.producer_epoch);
+    h.add("a", ids, &[("t", 0)]);
+    let r = h.init_2pc("a", true, true);
+    assert_eq!((r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch), ids);
+}
