@@ -45,6 +45,10 @@ struct Args {
     /// the sink commits its transaction.
     #[arg(long, hide = true)]
     crash_before_commit: Option<u64>,
+    /// Fault injection for tests: abort the process on restore, once the transaction the
+    /// previous run left open is kept, before completing it.
+    #[arg(long, hide = true)]
+    crash_after_keep: bool,
 }
 
 /// Splits lines into words and counts each word; emits (word, running count).
@@ -117,6 +121,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         Some(n) => sink.crash_before_commit(n),
         None => sink,
     };
+    let sink = if args.crash_after_keep { sink.crash_after_keep() } else { sink };
 
     let store = CheckpointStore::open(&args.checkpoint_dir)?;
     let config = JobConfig {

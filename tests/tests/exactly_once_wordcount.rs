@@ -265,8 +265,9 @@ async fn wordcount_is_exactly_once_through_kill_9_of_the_job_and_the_broker() {
 
 /// The crash KIP-939 exists for, made deterministic by the sink's fault-injection switch:
 /// checkpoint 3 is complete and written, its transaction prepared, and the process dies
-/// before committing it. The restarted job keeps that transaction and commits it: its
-/// records appear once, none lost, none twice.
+/// before committing it. The restarted job keeps that transaction and dies as well before
+/// completing it; the job started after that keeps it again and commits it: its records
+/// appear once, none lost, none twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_between_prepare_and_commit_is_committed_by_the_restarted_job() {
     let broker = BrokerProcess::start(&[
@@ -316,6 +317,20 @@ async fn a_crash_between_prepare_and_commit_is_committed_by_the_restarted_job() 
     let described = client.admin().describe_transactions(&["eos-wc-sink".to_string()]).await;
     let state = described[0].1.as_ref().expect("described").state.clone();
     assert_eq!(state, "Ongoing", "the prepared transaction waits for its outcome");
+
+    // The next run keeps that transaction and dies too before completing it; the one after
+    // must still recognise it as the one checkpoint 3 stored.
+    let mut app = App::start_with(&bootstrap, &checkpoints, &log, &["--crash-after-keep"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = app.try_exit() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the second fault injection never fired; log:\n{}", tail(&log));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(!status.success(), "the job was to crash after keeping: {status}");
+    assert!(std::fs::read_to_string(&log).unwrap().contains("crashing after keeping"), "{}", tail(&log));
 
     send_lines(sent, 200, &mut expected).await;
     producer.close().await.unwrap();

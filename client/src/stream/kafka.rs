@@ -172,6 +172,8 @@ pub struct KafkaSink<T, F> {
     prepared: Option<PreparedTxnState>,
     /// Fault injection: abort the process before committing this checkpoint.
     crash_before_commit: Option<CheckpointId>,
+    /// Fault injection: abort the process once a transaction left open is kept.
+    crash_after_keep: bool,
     _records: std::marker::PhantomData<fn(T)>,
 }
 
@@ -194,6 +196,7 @@ where
             open: false,
             prepared: None,
             crash_before_commit: None,
+            crash_after_keep: false,
             _records: std::marker::PhantomData,
         })
     }
@@ -203,6 +206,14 @@ where
     /// prepared for it: the crash between the two phases that KIP-939 recovers.
     pub fn crash_before_commit(mut self, id: CheckpointId) -> Self {
         self.crash_before_commit = Some(id);
+        self
+    }
+
+    /// For fault-injection tests only: on restore, once the transaction the previous run
+    /// left open is kept (its producer fenced), the process aborts before completing it,
+    /// so the next run keeps a transaction that was kept already.
+    pub fn crash_after_keep(mut self) -> Self {
+        self.crash_after_keep = true;
         self
     }
 
@@ -226,6 +237,10 @@ where
         };
         let kept = self.producer.init_transactions_keeping_prepared().await?;
         if let Some(kept) = kept {
+            if self.crash_after_keep {
+                tracing::warn!(transaction = %kept, "fault injection: crashing after keeping the open transaction");
+                std::process::abort();
+            }
             let committed = self.producer.complete_transaction(stored.as_ref()).await?;
             tracing::info!(
                 transaction = %kept,
