@@ -70,10 +70,10 @@ install_build_deps() {
 source_dir() {
     local fetch=$WORK/fetch found
     mkdir -p "$fetch/src"
-    printf '[package]\nname = "librdkafka-suite-fetch"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n[dependencies]\nrdkafka-sys = "=%s"\n' \
+    printf '[package]\nname = "librdkafka-suite-fetch"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n# Its own workspace: it lives under the target dir of the Strata workspace.\n[workspace]\n\n[dependencies]\nrdkafka-sys = "=%s"\n' \
         "$VERSION" >"$fetch/Cargo.toml"
     [ -f "$fetch/src/main.rs" ] || echo 'fn main() {}' >"$fetch/src/main.rs"
-    cargo fetch --manifest-path "$fetch/Cargo.toml" >/dev/null 2>&1
+    cargo fetch --manifest-path "$fetch/Cargo.toml" >"$fetch/fetch.log" 2>&1 || cat "$fetch/fetch.log" >&2
     found=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/rdkafka-sys-"$VERSION"+*/librdkafka 2>/dev/null | head -1)
     [ -d "$found/tests" ] || { echo "rdkafka-sys $VERSION has no librdkafka/tests" >&2; exit 2; }
     echo "$found"
