@@ -33,7 +33,7 @@ pub fn handle(
     DescribeClusterResponse {
         endpoint_type: 1,
         cluster_id: broker.cluster_id(),
-        controller_id: super::metadata::controller_id(&image),
+        controller_id: super::metadata::controller_id(&image, broker.config.node_id),
         brokers,
         ..Default::default()
     }

@@ -66,7 +66,7 @@ pub async fn handle(
     let mut response = MetadataResponse {
         brokers: brokers(&image, &ctx.listener),
         cluster_id: Some(broker.cluster_id()),
-        controller_id: controller_id(&image),
+        controller_id: controller_id(&image, broker.config.node_id),
         ..Default::default()
     };
     match requested {
@@ -129,14 +129,19 @@ pub fn brokers(image: &MetadataImage, listener: &str) -> Vec<MetadataResponseBro
         .collect()
 }
 
-/// The id clients see as the controller: as Kafka's KRaft brokers answer, a random live
-/// broker (unfenced, not shutting down; else any unfenced one). Clients send admin
-/// requests there and every broker forwards them to the active controller; naming the
-/// active controller itself sent clients to a dead node until its session expired (a
-/// librdkafka admin client then waited past its timeout). DescribeQuorum names the
-/// quorum's leader.
-pub fn controller_id(image: &MetadataImage) -> i32 {
+/// The id clients see as the controller: the answering broker `me` when it is live, else a
+/// random live broker (unfenced, not shutting down; else any unfenced one). Clients send
+/// admin requests there and every broker forwards them to the active controller. Kafka's
+/// KRaft brokers answer a random live broker; that can be a broker that died a moment ago
+/// and whose session has not expired yet, and a librdkafka admin client then waits for a
+/// connection to it until its request times out (it does not refresh metadata meanwhile).
+/// The broker answering is one the client just reached. DescribeQuorum names the quorum's
+/// leader.
+pub fn controller_id(image: &MetadataImage, me: i32) -> i32 {
     use rand::seq::SliceRandom;
+    if image.is_active(me) {
+        return me;
+    }
     let mut live: Vec<i32> = image.unfenced_brokers().filter(|b| b.is_active()).map(|b| b.node_id).collect();
     if live.is_empty() {
         live = image.unfenced_brokers().map(|b| b.node_id).collect();
@@ -174,5 +179,51 @@ fn describe(image: &MetadataImage, t: &TopicImage) -> MetadataResponseTopic {
         is_internal: t.is_internal(),
         partitions,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::controller_id;
+    use crate::metadata::records::{BrokerRegistrationRecord, Endpoint, MetadataRecord};
+    use crate::metadata::MetadataImage;
+
+    fn live_brokers(ids: &[i32]) -> MetadataImage {
+        let mut image = MetadataImage::default();
+        for (i, &node_id) in ids.iter().enumerate() {
+            let index = 2 * i as u64 + 1;
+            let registration = MetadataRecord::RegisterBroker(BrokerRegistrationRecord {
+                node_id,
+                incarnation_id: format!("inc-{node_id}"),
+                endpoints: vec![Endpoint { listener: "PLAINTEXT".into(), host: "h".into(), port: 9 }],
+                rack: None,
+            });
+            image.apply_batch(index, &[registration]);
+            image.apply_batch(
+                index + 1,
+                &[MetadataRecord::UnfenceBroker { node_id, broker_epoch: index as i64 }],
+            );
+        }
+        image
+    }
+
+    #[test]
+    fn the_answering_broker_names_itself_while_it_is_live() {
+        let mut image = live_brokers(&[0, 1, 2]);
+        for me in 0..3 {
+            assert_eq!(controller_id(&image, me), me);
+        }
+        let epoch = image.broker(1).expect("registered").epoch;
+        image
+            .apply_batch(100, &[MetadataRecord::BeginControlledShutdown { node_id: 1, broker_epoch: epoch }]);
+        for _ in 0..50 {
+            let id = controller_id(&image, 1);
+            assert!(id == 0 || id == 2, "a broker shutting down names a live one, got {id}");
+        }
+    }
+
+    #[test]
+    fn no_live_broker_is_minus_one() {
+        assert_eq!(controller_id(&MetadataImage::default(), 0), -1);
     }
 }
