@@ -77,11 +77,10 @@ impl TransactionCoordinator {
             partitions,
             txn_start_timestamp_ms: value.transaction_start_timestamp_ms,
             txn_last_update_timestamp_ms: value.transaction_last_update_timestamp_ms,
-            kept_txn_epoch: match state {
-                TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort => {
-                    value.kept_txn_producer_epoch
-                }
-                _ => NO_PRODUCER_EPOCH,
+            kept_txn_epoch: if state.holds_kept_epoch() {
+                value.kept_txn_producer_epoch
+            } else {
+                NO_PRODUCER_EPOCH
             },
             has_failed_epoch_fence: false,
         };

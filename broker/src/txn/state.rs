@@ -36,6 +36,13 @@ pub enum TxnState {
 }
 
 impl TxnState {
+    /// True while one transaction is open or being completed: the states that carry a kept
+    /// (KIP-939) transaction's written-under epoch; a new transaction starts from
+    /// Empty/Complete* without one.
+    pub fn holds_kept_epoch(self) -> bool {
+        matches!(self, TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort)
+    }
+
     /// Every state, in id order.
     pub const ALL: [TxnState; 8] = [
         TxnState::Empty,
@@ -275,10 +282,7 @@ impl TxnMetadata {
             // The last update never moves backwards, even if the clock does.
             txn_last_update_timestamp_ms: now_ms.max(self.txn_last_update_timestamp_ms),
             // Kept while the same transaction goes on; a new one starts from Empty/Complete.
-            kept_txn_epoch: match state {
-                TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort => self.kept_txn_epoch,
-                _ => NO_PRODUCER_EPOCH,
-            },
+            kept_txn_epoch: if state.holds_kept_epoch() { self.kept_txn_epoch } else { NO_PRODUCER_EPOCH },
         }
     }
 
