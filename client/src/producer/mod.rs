@@ -363,8 +363,8 @@ impl Producer {
     }
 
     /// Reserves `bytes` (the sum of `pending`'s sizes) and appends every record of
-    /// `pending` under one lock (one more per topic whose metadata must be learnt),
-    /// pushing their futures; `pending` is empty afterwards. On an error the memory of
+    /// `pending`, [`APPENDS_PER_LOCK`] per hold of the state lock (and one more hold per
+    /// topic whose metadata must be learnt), pushing their futures; `pending` is empty afterwards. On an error the memory of
     /// the records not appended is given back.
     async fn append_all(
         &self,
@@ -379,15 +379,16 @@ impl Producer {
         let reserved = self.reserve(bytes).await;
         let reserved_ok = reserved.is_ok();
         let mut appended = 0;
-        let mut opened_any = false;
         let result = match reserved {
             Err(e) => Err(e),
             Ok(()) => loop {
                 let step = {
                     let mut guard = shared.lock();
                     let st = &mut *guard;
-                    check_open(st).and_then(|()| {
-                        for record in &pending[appended..] {
+                    let mut opened_any = false;
+                    let step = check_open(st).and_then(|()| {
+                        let upto = (appended + APPENDS_PER_LOCK).min(pending.len());
+                        for record in &pending[appended..upto] {
                             let timestamp = record.new.timestamp;
                             let push = |slot: &Arc<_>, index| futures.push(slot, index, timestamp);
                             let Some(opened) = append_one(st, record, push)? else {
@@ -397,10 +398,17 @@ impl Producer {
                             appended += 1;
                         }
                         Ok(None)
-                    })
+                    });
+                    if opened_any {
+                        // Batches before the new ones are full: send them from here.
+                        sender::pump(shared, guard);
+                    }
+                    step
                 };
                 match step {
-                    Ok(None) => break Ok(()),
+                    Ok(None) if appended == pending.len() => break Ok(()),
+                    // Let the reader task in between (it sends the next request).
+                    Ok(None) => continue,
                     Ok(Some(topic)) => {
                         if let Err(e) = self.learn_topic(&topic).await {
                             break Err(e);
@@ -410,10 +418,6 @@ impl Producer {
                 }
             },
         };
-        if opened_any {
-            // Batches before the new ones are full: send them from here.
-            sender::pump(shared, shared.lock());
-        }
         if result.is_err() && reserved_ok {
             let unused: usize = pending[appended..].iter().map(|p| p.size).sum();
             shared.memory.add_permits(unused);
@@ -513,6 +517,11 @@ impl Drop for Producer {
         self.shared.wake.notify_one();
     }
 }
+
+/// How many records [`Producer::send_all`] appends per hold of the state lock: the
+/// reader task that judges an answer and sends the next request needs the same lock,
+/// and a hold as long as a whole burst of records made it sleep on the lock.
+const APPENDS_PER_LOCK: usize = 32;
 
 /// A record ready for the accumulator, its `buffer.memory` size computed.
 struct Prepared {

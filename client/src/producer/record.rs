@@ -113,17 +113,17 @@ impl BatchSlot {
         BatchSlot { topic, partition, result: OnceLock::new(), wakers: Mutex::new(Vec::new()) }
     }
 
-    /// Resolves every future of the batch; later calls are ignored.
-    pub(crate) fn complete(&self, result: BatchResult) {
+    /// Sets the batch's result and moves the wakers of the futures polled so far into
+    /// `wakers`, for the caller to wake once it has let go of its locks (a wake-up is a
+    /// syscall when the waiting task's worker sleeps); later calls are ignored. This resolves
+    /// every future of the batch.
+    pub(crate) fn resolve(&self, result: BatchResult, wakers: &mut Vec<Waker>) {
         if self.result.set(result).is_err() {
             return;
         }
         // Set before the wakers are taken: a poll that found no result leaves its
         // waker under this lock and then looks again, so no wake-up is lost.
-        let wakers = std::mem::take(&mut *self.wakers.lock().unwrap_or_else(|p| p.into_inner()));
-        for w in wakers {
-            w.wake();
-        }
+        wakers.append(&mut self.wakers.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
     /// The batch's topic.
