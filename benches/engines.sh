@@ -9,6 +9,10 @@
 # the producer process's CPU (user+sys) per million records, and the medians of the
 # same-repetition ratios client/wire and client/rdkafka.
 #
+# librdkafka runs twice: `rdkafka` with its own default of 1,000,000 requests in flight
+# per connection, and `rdkafka-5` with 5, the limit strata-perf gives both engines
+# (--max-in-flight) and Kafka's default, so that one compares like with like.
+#
 # Usage: benches/engines.sh [--reps N] [--sizes "1024 100"] [--records-1024 N]
 #                           [--records-100 N] [--no-build]
 # Needs release builds of strata and strata-perf (built unless --no-build; STRATA_BIN
@@ -28,7 +32,7 @@ while [ $# -gt 0 ]; do
         --records-1024) RECORDS_1024=$2; shift 2 ;;
         --records-100) RECORDS_100=$2; shift 2 ;;
         --no-build) BUILD=0; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -41,7 +45,7 @@ PERF=$TARGET_DIR/release/strata-perf
 RDK=$TARGET_DIR/rdkafka/bin/rdkafka_performance
 PRODUCERS="wire client"
 if [ -x "$RDK" ]; then
-    PRODUCERS="$PRODUCERS rdkafka"
+    PRODUCERS="$PRODUCERS rdkafka rdkafka-5"
 else
     echo "note: $RDK missing (benches/rdkafka-perf.sh --build-only builds it); comparing the two engines only" >&2
 fi
@@ -84,9 +88,12 @@ run() {
                 --batch-size 131072 --linger-ms 5 --quiet --json >"$WORK/out"
             rate=$(grep -o '"records_per_sec": *[0-9.]*' "$WORK/out" | grep -o '[0-9.]*$')
             ;;
-        rdkafka)
+        rdkafka|rdkafka-5)
+            local in_flight=1000000
+            [ "$who" = rdkafka-5 ] && in_flight=5
             /usr/bin/time -f '%U %S' -o "$WORK/time" "$RDK" -P -t e -p 0 -b "$b" -s "$size" \
-                -c "$records" -a 1 -u -X linger.ms=5 -X batch.size=131072 >"$WORK/out" 2>&1
+                -c "$records" -a 1 -u -X linger.ms=5 -X batch.size=131072 \
+                -X max.in.flight.requests.per.connection=$in_flight >"$WORK/out" 2>&1
             rate=$(grep -E '^\| +[0-9]' "$WORK/out" | tail -1 | awk -F'|' '{print $7+0}')
             ;;
     esac
