@@ -163,11 +163,12 @@ async fn accept_loop(
     let listener: Arc<str> = Arc::from(listener);
     let limits = broker.connection_limits.clone();
     loop {
-        if !exempt {
-            // At max.connections, stop accepting: new connections wait in the backlog.
+        if kind == ListenerKind::Broker {
+            // At max.connections (or the listener's own), stop accepting: new
+            // connections wait in the backlog.
             tokio::select! {
                 _ = shutdown.changed() => return,
-                _ = limits.wait_for_room() => {}
+                _ = limits.wait_for_room(&listener, !exempt) => {}
             }
         }
         tokio::select! {
@@ -176,7 +177,7 @@ async fn accept_loop(
                 Ok((stream, peer)) => {
                     let slot = match kind {
                         ListenerKind::Controller => None,
-                        ListenerKind::Broker => match limits.admit(peer.ip(), !exempt) {
+                        ListenerKind::Broker => match limits.admit(peer.ip(), &listener, !exempt) {
                             Ok(slot) => Some(slot),
                             Err(refused) => {
                                 log_refused(peer, refused.limit);

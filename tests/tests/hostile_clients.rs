@@ -230,12 +230,7 @@ async fn connections_over_the_per_address_and_total_limits_wait_or_are_closed() 
     ])
     .expect("broker");
     let addr = broker.addr();
-    // The start-up probe's connection is gone before counting starts.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tokio::task::block_in_place(|| open_connections(metrics)) != Some(0) {
-        assert!(Instant::now() < deadline, "connections still open: {:?}", open_connections(metrics));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_no_connections(metrics).await;
     let mut open = BTreeMap::new();
     for (ip, allowed) in [(Ipv4Addr::new(127, 0, 0, 1), 3), (Ipv4Addr::new(127, 0, 0, 2), 5)] {
         let mut conns = Vec::new();
@@ -254,14 +249,51 @@ async fn connections_over_the_per_address_and_total_limits_wait_or_are_closed() 
     // 9 connections are open with this one: the next is accepted only when one closes.
     let mut ninth = connect_from(Ipv4Addr::new(127, 0, 0, 3), addr).await;
     tokio::task::block_in_place(|| ninth.api_versions(3)).expect("the ninth connection is served");
-    let mut waiting = connect_from(Ipv4Addr::new(127, 0, 0, 3), addr).await;
+    let waiting = connect_from(Ipv4Addr::new(127, 0, 0, 3), addr).await;
+    let one = open.get_mut(&Ipv4Addr::new(127, 0, 0, 1)).expect("conns").pop().expect("a connection");
+    waits_until_one_closes(waiting, one, "max.connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_at_its_own_max_connections_accepts_again_when_one_closes() {
+    let port = strata_tests::free_port().expect("port");
+    let metrics = SocketAddr::from(([127, 0, 0, 1], port));
+    let broker = BrokerProcess::start(&[
+        "listener.name.plaintext.max.connections=2",
+        &format!("metrics.listener=http://{metrics}"),
+    ])
+    .expect("broker");
+    let addr = broker.addr();
+    wait_for_no_connections(metrics).await;
+    let mut conns = Vec::new();
+    for _ in 0..2 {
+        let mut c = connect_from(Ipv4Addr::LOCALHOST, addr).await;
+        tokio::task::block_in_place(|| c.api_versions(3)).expect("served within the listener's limit");
+        conns.push(c);
+    }
+    let waiting = connect_from(Ipv4Addr::new(127, 0, 0, 2), addr).await;
+    waits_until_one_closes(waiting, conns.pop().expect("a connection"), "the listener's max.connections");
+}
+
+/// Waits until the broker counts no open client connection (the start-up probe's is
+/// gone), so a test counts only its own.
+async fn wait_for_no_connections(metrics: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::task::block_in_place(|| open_connections(metrics)) != Some(0) {
+        assert!(Instant::now() < deadline, "connections still open: {:?}", open_connections(metrics));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `waiting` connected past a limit: its request is not answered while `open` stays
+/// open, and is once `open` closes (the request stays in the socket: it timed out on our
+/// side only, so the answer is read afterwards).
+fn waits_until_one_closes(mut waiting: RawConn, open: RawConn, limit: &str) {
     waiting.set_read_timeout(Duration::from_millis(1500)).expect("timeout");
     let early = tokio::task::block_in_place(|| waiting.api_versions(3));
-    assert!(early.is_err(), "served past max.connections");
-    // Its request is still in the socket; once a connection closes the broker accepts
-    // it and answers (the request above timed out on our side only, so read the answer).
-    drop(open.get_mut(&Ipv4Addr::new(127, 0, 0, 1)).expect("conns").pop());
+    assert!(early.is_err(), "served past {limit}");
+    drop(open);
     waiting.set_read_timeout(Duration::from_secs(10)).expect("timeout");
     let answer = tokio::task::block_in_place(|| waiting.read_frame());
-    assert!(answer.is_ok(), "accepted once below max.connections: {answer:?}");
+    assert!(answer.is_ok(), "accepted once below {limit}: {answer:?}");
 }

@@ -1,8 +1,8 @@
 //! What one client or many may hold of the broker: connections (overall, per address)
 //! and the request bytes kept in memory while requests are received and handled.
 
-use super::{ConfigError, Parser};
-use std::collections::HashMap;
+use super::{ConfigError, Listener, Parser};
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::time::Duration;
 
@@ -16,6 +16,11 @@ pub struct ConnectionLimitsConfig {
     /// `max.connections` (unbounded by default, as in Kafka): past it, client listeners
     /// stop accepting until a connection closes.
     pub max_connections: usize,
+    /// `listener.name.<listener>.max.connections`, by listener name (as `listeners`
+    /// spells it): past it, that listener stops accepting until one of its connections
+    /// closes. It applies on top of `max.connections`, and also to the inter-broker
+    /// listener, which `max.connections` leaves alone. Only listeners that set it are here.
+    pub per_listener: BTreeMap<String, usize>,
     /// `max.connections.per.ip`: a connection from an address that has this many is
     /// closed at once.
     pub max_connections_per_ip: usize,
@@ -38,6 +43,7 @@ impl Default for ConnectionLimitsConfig {
     fn default() -> Self {
         ConnectionLimitsConfig {
             max_connections: i32::MAX as usize,
+            per_listener: BTreeMap::new(),
             max_connections_per_ip: i32::MAX as usize,
             per_ip_overrides: HashMap::new(),
             connections_max_idle: Duration::from_millis(600_000),
@@ -48,10 +54,24 @@ impl Default for ConnectionLimitsConfig {
 }
 
 impl ConnectionLimitsConfig {
-    /// Reads the keys above.
-    pub(super) fn parse(p: &mut Parser<'_>) -> Result<ConnectionLimitsConfig, ConfigError> {
+    /// Reads the keys above; the per-listener keys of `listeners`, named in lower case as
+    /// Kafka names them (`listener.name.plaintext.max.connections`).
+    pub(super) fn parse(
+        p: &mut Parser<'_>,
+        listeners: &[Listener],
+    ) -> Result<ConnectionLimitsConfig, ConfigError> {
         let max = i64::from(i32::MAX);
         let max_connections = p.int_in("max.connections", max, 0, max)? as usize;
+        let mut per_listener = BTreeMap::new();
+        for l in listeners {
+            let key = format!("listener.name.{}.max.connections", l.name.to_ascii_lowercase());
+            if let Some(limit) = p.opt_i64(&key)? {
+                if !(0..=max).contains(&limit) {
+                    return Err(p.invalid(&key, &format!("must be between 0 and {max}")));
+                }
+                per_listener.insert(l.name.clone(), limit as usize);
+            }
+        }
         let max_connections_per_ip = p.int_in("max.connections.per.ip", max, 0, max)? as usize;
         let overrides = p.opt_string("max.connections.per.ip.overrides").unwrap_or_default();
         let per_ip_overrides = parse_overrides(&overrides).map_err(|reason| ConfigError::InvalidValue {
@@ -71,6 +91,7 @@ impl ConnectionLimitsConfig {
         let receive = p.int_in("socket.request.receive.timeout.ms", 60_000, 1, i64::MAX)?;
         Ok(ConnectionLimitsConfig {
             max_connections,
+            per_listener,
             max_connections_per_ip,
             per_ip_overrides,
             connections_max_idle: Duration::from_millis(idle as u64),
@@ -138,6 +159,19 @@ mod tests {
         assert_eq!(c.limit_for("::2".parse().unwrap()), 1);
         assert_eq!(c.limit_for("10.0.0.1".parse().unwrap()), 5);
         assert_eq!(c.queued_max_request_bytes, None);
+    }
+
+    #[test]
+    fn per_listener_limits_are_read_for_the_configured_listeners() {
+        let c = parse(&[
+            ("listeners", "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093"),
+            ("listener.name.plaintext.max.connections", "7"),
+            ("listener.name.other.max.connections", "1"),
+        ])
+        .unwrap();
+        assert_eq!(c.per_listener, [("PLAINTEXT".to_string(), 7)].into_iter().collect());
+        let e = parse(&[("listener.name.plaintext.max.connections", "-1")]).unwrap_err().to_string();
+        assert!(e.contains("listener.name.plaintext.max.connections"), "{e}");
     }
 
     #[test]

@@ -200,7 +200,7 @@ impl BrokerConfig {
         let log_flush_scheduler_interval_ms =
             p.int_in("log.flush.scheduler.interval.ms", i64::MAX, 1, i64::MAX)?;
         let queued_max_requests = p.int_in("queued.max.requests", 500, 1, 100_000)? as usize;
-        let connections = connections::ConnectionLimitsConfig::parse(&mut p)?;
+        let connections = connections::ConnectionLimitsConfig::parse(&mut p, &listeners)?;
         let fetch_session_slots =
             p.int_in("max.incremental.fetch.session.cache.slots", 1000, 0, i64::from(i32::MAX))? as usize;
         let cluster_id = p.opt_string("cluster.id");

@@ -3,7 +3,8 @@
 //! Connections: every client connection counts against `max.connections` (past it the
 //! listeners stop accepting, so new connections wait in the kernel's backlog, as in
 //! Kafka) and against its address's `max.connections.per.ip` (past it the connection is
-//! closed as soon as it is accepted).
+//! closed as soon as it is accepted). A listener with a limit of its own
+//! (`listener.name.<listener>.max.connections`) likewise stops accepting at it.
 //!
 //! Request memory (`queued.max.request.bytes`, Kafka's memory pool): a connection takes
 //! a request's length from a broker-wide budget when it reads the length prefix, before
@@ -33,8 +34,17 @@ pub const LARGE_SHARE: usize = 3;
 pub struct ConnectionLimits {
     config: ConnectionLimitsConfig,
     open: AtomicUsize,
+    /// Open connections of the listeners with a limit of their own, by name.
+    per_listener: HashMap<String, Arc<ListenerConnections>>,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
     closed: Notify,
+}
+
+/// A listener's own `max.connections` and its open connections.
+#[derive(Debug)]
+struct ListenerConnections {
+    limit: usize,
+    open: AtomicUsize,
 }
 
 /// Why a connection was closed at once.
@@ -50,34 +60,53 @@ pub struct ConnectionSlot {
     limits: Arc<ConnectionLimits>,
     ip: IpAddr,
     counted: bool,
+    listener: Option<Arc<ListenerConnections>>,
 }
 
 impl ConnectionLimits {
     /// Limits as configured.
     pub fn new(config: ConnectionLimitsConfig) -> Arc<ConnectionLimits> {
+        let per_listener = config
+            .per_listener
+            .iter()
+            .map(|(name, &limit)| {
+                (name.clone(), Arc::new(ListenerConnections { limit, open: AtomicUsize::new(0) }))
+            })
+            .collect();
         Arc::new(ConnectionLimits {
             config,
             open: AtomicUsize::new(0),
+            per_listener,
             per_ip: Mutex::new(HashMap::new()),
             closed: Notify::new(),
         })
     }
 
-    /// Waits until fewer than `max.connections` connections are open (the listener
-    /// accepts again then).
-    pub async fn wait_for_room(&self) {
+    /// Waits until `listener` may accept another connection: fewer than
+    /// `max.connections` are open (unless the listener is exempt from it, `counted`
+    /// false) and fewer than the listener's own limit, if it has one.
+    pub async fn wait_for_room(&self, listener: &str, counted: bool) {
+        let own = self.per_listener.get(listener);
         loop {
             let notified = self.closed.notified();
-            if self.open.load(Ordering::Acquire) < self.config.max_connections {
+            let total_ok = !counted || self.open.load(Ordering::Acquire) < self.config.max_connections;
+            let own_ok = own.is_none_or(|l| l.open.load(Ordering::Acquire) < l.limit);
+            if total_ok && own_ok {
                 return;
             }
             notified.await;
         }
     }
 
-    /// Admits a connection from `ip`; `counted` is false for connections exempt from
-    /// `max.connections` (the inter-broker listener when it is a listener of its own).
-    pub fn admit(self: &Arc<Self>, ip: IpAddr, counted: bool) -> Result<ConnectionSlot, TooManyFromAddress> {
+    /// Admits a connection from `ip` on `listener`; `counted` is false for connections
+    /// exempt from `max.connections` (the inter-broker listener when it is a listener of
+    /// its own). The listener's own count is kept whatever `counted` says.
+    pub fn admit(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        listener: &str,
+        counted: bool,
+    ) -> Result<ConnectionSlot, TooManyFromAddress> {
         let limit = self.config.limit_for(ip);
         {
             let mut per_ip = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
@@ -93,7 +122,11 @@ impl ConnectionLimits {
         if counted {
             self.open.fetch_add(1, Ordering::AcqRel);
         }
-        Ok(ConnectionSlot { limits: self.clone(), ip, counted })
+        let listener = self.per_listener.get(listener).cloned();
+        if let Some(l) = &listener {
+            l.open.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(ConnectionSlot { limits: self.clone(), ip, counted, listener })
     }
 
     /// Connections counted against `max.connections`.
@@ -118,8 +151,13 @@ impl Drop for ConnectionSlot {
                 }
             }
         }
+        if let Some(l) = &self.listener {
+            l.open.fetch_sub(1, Ordering::AcqRel);
+        }
         if self.counted {
             self.limits.open.fetch_sub(1, Ordering::AcqRel);
+        }
+        if self.counted || self.listener.is_some() {
             self.limits.closed.notify_waiters();
         }
     }
@@ -249,15 +287,49 @@ mod tests {
         };
         let limits = ConnectionLimits::new(config);
         let one: IpAddr = "127.0.0.1".parse().unwrap();
-        let a = limits.admit(one, true).unwrap();
-        let _b = limits.admit(one, true).unwrap();
-        assert_eq!(limits.admit(one, true).unwrap_err(), TooManyFromAddress { limit: 2 });
-        assert!(limits.admit("127.0.0.2".parse().unwrap(), true).is_err(), "override of 0");
-        let _c = limits.admit("127.0.0.3".parse().unwrap(), true).unwrap();
-        let _exempt = limits.admit("127.0.0.4".parse().unwrap(), false).unwrap();
+        let a = limits.admit(one, "PLAINTEXT", true).unwrap();
+        let _b = limits.admit(one, "PLAINTEXT", true).unwrap();
+        assert_eq!(limits.admit(one, "PLAINTEXT", true).unwrap_err(), TooManyFromAddress { limit: 2 });
+        assert!(limits.admit("127.0.0.2".parse().unwrap(), "PLAINTEXT", true).is_err(), "override of 0");
+        let _c = limits.admit("127.0.0.3".parse().unwrap(), "PLAINTEXT", true).unwrap();
+        let _exempt = limits.admit("127.0.0.4".parse().unwrap(), "PLAINTEXT", false).unwrap();
         assert_eq!(limits.open(), 3);
         drop(a);
         assert_eq!(limits.open(), 2);
-        let _d = limits.admit(one, true).expect("room again for that address");
+        let _d = limits.admit(one, "PLAINTEXT", true).expect("room again for that address");
+    }
+
+    #[tokio::test]
+    async fn a_listener_with_a_limit_of_its_own_waits_at_it_even_when_exempt_from_the_total() {
+        let config = ConnectionLimitsConfig {
+            max_connections: 2,
+            per_listener: [("INTERNAL".to_string(), 1)].into_iter().collect(),
+            ..Default::default()
+        };
+        let limits = ConnectionLimits::new(config);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let _a = limits.admit(ip, "PLAINTEXT", true).unwrap();
+        let _b = limits.admit(ip, "PLAINTEXT", true).unwrap();
+        // PLAINTEXT is at max.connections; INTERNAL (exempt) is below its own limit.
+        limits.wait_for_room("INTERNAL", false).await;
+        let internal = limits.admit(ip, "INTERNAL", false).unwrap();
+        assert_eq!(limits.open(), 2, "the exempt listener is not in the total");
+        let waiter = {
+            let limits = limits.clone();
+            tokio::spawn(async move { limits.wait_for_room("INTERNAL", false).await })
+        };
+        let plaintext = {
+            let limits = limits.clone();
+            tokio::spawn(async move { limits.wait_for_room("PLAINTEXT", true).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished() && !plaintext.is_finished());
+        drop(internal);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("room on INTERNAL")
+            .unwrap();
+        assert!(!plaintext.is_finished(), "PLAINTEXT is still at max.connections");
+        plaintext.abort();
     }
 }
