@@ -147,9 +147,9 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
 }
 
 /// One key of a BROKER resource as DescribeConfigs shows it.
-struct BrokerEntry {
-    name: &'static str,
-    /// Its values, highest precedence first; the last is the default.
+struct BrokerEntry<'a> {
+    name: &'a str,
+    /// Its values, highest precedence first; the last is the default (if it has one).
     levels: Vec<(String, Source)>,
     kind: Kind,
     /// Whether IncrementalAlterConfigs may change it (the topic defaults).
@@ -158,7 +158,7 @@ struct BrokerEntry {
 
 /// Every key of this broker: the static ones of server.properties, then the broker-level
 /// topic defaults with their dynamic values, sorted by name.
-fn broker_entries(broker: &Broker) -> Vec<BrokerEntry> {
+fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
     let defaults = broker.topic_defaults();
     let mut entries: Vec<BrokerEntry> = BROKER_KEYS
         .iter()
@@ -177,6 +177,16 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry> {
         kind: k.kind,
         dynamic: true,
     }));
+    // Per-listener keys (`listener.name.plaintext.max.connections`) have no default:
+    // described when set, as Kafka describes them.
+    entries.extend(broker.config.raw.iter().filter(|(k, _)| k.starts_with("listener.name.")).map(
+        |(k, v)| BrokerEntry {
+            name: k,
+            levels: vec![(v.clone(), Source::StaticBroker)],
+            kind: Kind::Enum(&[]),
+            dynamic: false,
+        },
+    ));
     entries.sort_by(|a, b| a.name.cmp(b.name));
     entries.dedup_by(|a, b| a.name == b.name);
     entries
