@@ -364,8 +364,8 @@ impl Producer {
 
     /// Reserves `bytes` (the sum of `pending`'s sizes) and appends every record of
     /// `pending`, [`APPENDS_PER_LOCK`] per hold of the state lock (and one more hold per
-    /// topic whose metadata must be learnt), pushing their futures; `pending` is empty afterwards. On an error the memory of
-    /// the records not appended is given back.
+    /// topic whose metadata must be learnt), pushing their futures; `pending` is empty
+    /// afterwards. On an error the memory of the records not appended is given back.
     async fn append_all(
         &self,
         pending: &mut Vec<Prepared>,

@@ -113,10 +113,10 @@ impl BatchSlot {
         BatchSlot { topic, partition, result: OnceLock::new(), wakers: Mutex::new(Vec::new()) }
     }
 
-    /// Sets the batch's result and moves the wakers of the futures polled so far into
-    /// `wakers`, for the caller to wake once it has let go of its locks (a wake-up is a
-    /// syscall when the waiting task's worker sleeps); later calls are ignored. This resolves
-    /// every future of the batch.
+    /// Resolves every future of the batch: sets its result and moves the wakers of the
+    /// futures polled so far into `wakers`, for the caller to wake once it has let go of
+    /// its locks (a wake-up is a syscall when the waiting task's worker sleeps); later
+    /// calls are ignored.
     pub(crate) fn resolve(&self, result: BatchResult, wakers: &mut Vec<Waker>) {
         if self.result.set(result).is_err() {
             return;
