@@ -220,17 +220,13 @@ fn open_connections(metrics: SocketAddr) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_per_address_and_total_limits_wait_or_are_closed() {
-    let port = strata_tests::free_port().expect("port");
-    let metrics = SocketAddr::from(([127, 0, 0, 1], port));
-    let broker = BrokerProcess::start(&[
+    let broker = broker_counting_connections(&[
         "max.connections.per.ip=3",
         "max.connections.per.ip.overrides=127.0.0.2:5",
         "max.connections=9",
-        &format!("metrics.listener=http://{metrics}"),
     ])
-    .expect("broker");
+    .await;
     let addr = broker.addr();
-    wait_for_no_connections(metrics).await;
     let mut open = BTreeMap::new();
     for (ip, allowed) in [(Ipv4Addr::new(127, 0, 0, 1), 3), (Ipv4Addr::new(127, 0, 0, 2), 5)] {
         let mut conns = Vec::new();
@@ -256,15 +252,8 @@ async fn connections_over_the_per_address_and_total_limits_wait_or_are_closed() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_at_its_own_max_connections_accepts_again_when_one_closes() {
-    let port = strata_tests::free_port().expect("port");
-    let metrics = SocketAddr::from(([127, 0, 0, 1], port));
-    let broker = BrokerProcess::start(&[
-        "listener.name.plaintext.max.connections=2",
-        &format!("metrics.listener=http://{metrics}"),
-    ])
-    .expect("broker");
+    let broker = broker_counting_connections(&["listener.name.plaintext.max.connections=2"]).await;
     let addr = broker.addr();
-    wait_for_no_connections(metrics).await;
     let mut conns = Vec::new();
     for _ in 0..2 {
         let mut c = connect_from(Ipv4Addr::LOCALHOST, addr).await;
@@ -275,14 +264,21 @@ async fn a_listener_at_its_own_max_connections_accepts_again_when_one_closes() {
     waits_until_one_closes(waiting, conns.pop().expect("a connection"), "the listener's max.connections");
 }
 
-/// Waits until the broker counts no open client connection (the start-up probe's is
-/// gone), so a test counts only its own.
-async fn wait_for_no_connections(metrics: SocketAddr) {
+/// A broker with `overrides` and a metrics endpoint, once it counts no open client
+/// connection (the start-up probe's is gone), so a test counts only its own.
+async fn broker_counting_connections(overrides: &[&str]) -> BrokerProcess {
+    let port = strata_tests::free_port().expect("port");
+    let metrics = SocketAddr::from(([127, 0, 0, 1], port));
+    let metrics_listener = format!("metrics.listener=http://{metrics}");
+    let mut all = overrides.to_vec();
+    all.push(&metrics_listener);
+    let broker = BrokerProcess::start(&all).expect("broker");
     let deadline = Instant::now() + Duration::from_secs(10);
     while tokio::task::block_in_place(|| open_connections(metrics)) != Some(0) {
         assert!(Instant::now() < deadline, "connections still open: {:?}", open_connections(metrics));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    broker
 }
 
 /// `waiting` connected past a limit: its request is not answered while `open` stays
