@@ -247,7 +247,7 @@ async fn handle(
     ctx: &RequestContext,
 ) -> bool {
     let request = match work {
-        Work::Respond(chunks) => return responses.send(send::Reply::Ready(chunks)).await.is_ok(),
+        Work::Respond(chunks) => return responses.send(send::Reply::Ready(chunks, None)).await.is_ok(),
         Work::Request(r) => r,
     };
     let started = std::time::Instant::now();
@@ -262,22 +262,28 @@ async fn handle(
     // Off unless `RUST_LOG=strata_broker::connection=trace`: every request, for debugging
     // what a client sent and in what order.
     span.in_scope(|| tracing::trace!("request received"));
-    let outcome = match ctx.kind {
-        ListenerKind::Broker => handlers::dispatch(broker, request, ctx).instrument(span).await,
-        ListenerKind::Controller => handlers::controller::dispatch(broker, request).instrument(span).await,
+    let handler = async {
+        match ctx.kind {
+            ListenerKind::Broker => handlers::dispatch(broker, request, ctx).instrument(span).await,
+            ListenerKind::Controller => {
+                handlers::controller::dispatch(broker, request).instrument(span).await
+            }
+        }
     };
-    // Request time ends when the response is handed to the writer; a delayed response's
-    // ends when its future completes (timed by the writer).
+    let (outcome, remote) = crate::metrics::with_remote_wait(handler).await;
+    let ready = std::time::Instant::now();
+    let local = ready.saturating_duration_since(started).saturating_sub(remote);
+    let timing = send::Timing { api, started, local, remote, ready };
+    // The writer records the request's times once its response is written.
     match outcome {
         handlers::Outcome::Respond(chunks) => {
-            broker.metrics.request_done(api, started.elapsed());
-            responses.send(send::Reply::Ready(chunks)).await.is_ok()
+            responses.send(send::Reply::Ready(chunks, Some(timing))).await.is_ok()
         }
-        handlers::Outcome::Later(wait) => {
-            responses.send(send::Reply::Later(wait, send::Timing { api, started })).await.is_ok()
-        }
+        handlers::Outcome::Later(wait) => responses.send(send::Reply::Later(wait, timing)).await.is_ok(),
         handlers::Outcome::NoResponse => {
-            broker.metrics.request_done(api, started.elapsed());
+            let phases =
+                crate::metrics::RequestPhases { local, remote, total: local + remote, ..Default::default() };
+            broker.metrics.request_done(api, &phases);
             true
         }
         handlers::Outcome::Close => false,

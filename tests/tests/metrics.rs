@@ -176,6 +176,57 @@ async fn produce_and_group_consume_show_in_metrics_and_lag_falls_to_zero_with_co
     assert_eq!(status, "HTTP/1.1 404 Not Found");
 }
 
+/// Where a request's time went (Kafka's `RequestMetrics` phases): a consumer's fetches of
+/// an empty partition park for `fetch.max.wait.ms` each, which is remote time, not local;
+/// every phase counts each request once, and the total covers the phases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_fetch_counts_its_wait_as_remote_time() {
+    const WAIT_MS: u64 = 300;
+    let (broker, metrics) = broker();
+    let producer = Producer::new(ProducerConfig::new(&broker.addr().to_string())).await.expect("producer");
+    producer.send(ProducerRecord::new("phased").value("v")).await.expect("send").await.expect("delivered");
+    producer.close().await.expect("close producer");
+
+    let mut c = ConsumerConfig::new(&broker.addr().to_string());
+    c.set("fetch.max.wait.ms", &WAIT_MS.to_string()).expect("fetch.max.wait.ms");
+    let mut consumer = Consumer::new(c).await.expect("consumer");
+    let tp = TopicPartition::new("phased", 0);
+    consumer.assign(std::slice::from_ref(&tp)).expect("assign");
+    consumer.seek(&tp, 1).expect("seek to the end");
+    // Nothing more arrives: every fetch waits out fetch.max.wait.ms on the broker.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let fetch = |name: &str| format!("kafka_network_requestmetrics_{name}_sum{{request=\"Fetch\"}}");
+    let samples = loop {
+        let records = consumer.poll(Duration::from_millis(WAIT_MS)).await.expect("poll");
+        assert!(records.is_empty(), "nothing was produced past offset 1");
+        let (_, samples) = tokio::task::block_in_place(|| scrape(&metrics));
+        if value(&samples, &fetch("remotetimems")).unwrap_or(0.0) >= (3 * WAIT_MS) as f64 * 0.9 {
+            break samples;
+        }
+        assert!(Instant::now() < deadline, "fetches did not count {WAIT_MS} ms waits as remote time");
+    };
+    consumer.close().await.expect("close consumer");
+    let count = |phase: &str, api: &str| {
+        value(&samples, &format!("kafka_network_requestmetrics_{phase}_count{{request=\"{api}\"}}"))
+    };
+    for api in ["Fetch", "Produce", "Metadata"] {
+        let total = count("totaltimems", api).expect("requests of the API were timed");
+        assert!(total >= 1.0, "{api}: {total}");
+        for phase in ["localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems"] {
+            assert_eq!(count(phase, api), Some(total), "{api} {phase}: each request once");
+        }
+    }
+    let (local, remote) = (value(&samples, &fetch("localtimems")), value(&samples, &fetch("remotetimems")));
+    let (local, remote) = (local.expect("local"), remote.expect("remote"));
+    let total = value(&samples, &fetch("totaltimems")).expect("total");
+    assert!(local < remote / 10.0, "a parked fetch's time is remote, not local: {local} vs {remote}");
+    assert!(total >= local + remote - 1.0, "the total covers the phases: {total} < {local} + {remote}");
+    // Metadata has no remote wait.
+    let metadata_remote =
+        value(&samples, "kafka_network_requestmetrics_remotetimems_sum{request=\"Metadata\"}");
+    assert_eq!(metadata_remote, Some(0.0));
+}
+
 /// `promtool check metrics` on the exposition (lint and parse).
 fn promtool_check(exposition: &str) {
     use std::process::{Command, Stdio};

@@ -6,9 +6,10 @@
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 
-use crate::metrics::BrokerMetrics;
+use crate::metrics::{BrokerMetrics, RequestPhases};
 use bytes::Bytes;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use strata_protocol::codec::{Chunk, External};
 use strata_storage::FileSlice;
 use tokio::io::{AsyncWriteExt, Interest};
@@ -25,30 +26,85 @@ const MAX_IOVECS: usize = 64;
 /// A response to write: ready, or once its future completes (an `acks=all` produce
 /// waiting for replication). Later responses wait behind it, so the order holds.
 pub(super) enum Reply {
-    /// Ready now.
-    Ready(Vec<Chunk>),
-    /// Ready when the future completes; the request's time is recorded then.
+    /// Ready now; with the times of its request, unless it answers a frame no handler
+    /// saw (an unsupported version's answer).
+    Ready(Vec<Chunk>, Option<Timing>),
+    /// Ready when the future completes; that wait is the request's remote time.
     Later(std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Chunk>> + Send>>, Timing),
 }
 
-/// What a delayed response needs to record its request's time.
+/// A request's times up to its response being ready; the writer adds the rest and
+/// records them ([`RequestPhases`]).
 pub(super) struct Timing {
     /// The request's API.
     pub api: strata_protocol::ApiKey,
     /// When the request was read.
-    pub started: std::time::Instant,
+    pub started: Instant,
+    /// In the handler, minus its remote waits.
+    pub local: Duration,
+    /// The handler's remote waits (a delayed response's wait is added by the writer).
+    pub remote: Duration,
+    /// When the response was ready (a delayed one: when its wait began).
+    pub ready: Instant,
+}
+
+impl Timing {
+    /// Records the request whose response the writer began writing at `begin` and
+    /// finished at `end`.
+    fn written(&self, metrics: &BrokerMetrics, begin: Instant, end: Instant) {
+        metrics.request_done(
+            self.api,
+            &RequestPhases {
+                local: self.local,
+                remote: self.remote,
+                response_queue: begin.saturating_duration_since(self.ready),
+                response_send: end.saturating_duration_since(begin),
+                total: end.saturating_duration_since(self.started),
+            },
+        );
+    }
 }
 
 impl Reply {
-    async fn chunks(self, metrics: &BrokerMetrics) -> Vec<Chunk> {
+    async fn chunks(self) -> (Vec<Chunk>, Option<Timing>) {
         match self {
-            Reply::Ready(chunks) => chunks,
-            Reply::Later(wait, timing) => {
+            Reply::Ready(chunks, timing) => (chunks, timing),
+            Reply::Later(wait, mut timing) => {
                 let chunks = wait.await;
-                metrics.request_done(timing.api, timing.started.elapsed());
-                chunks
+                let now = Instant::now();
+                timing.remote += now.saturating_duration_since(timing.ready);
+                timing.ready = now;
+                (chunks, Some(timing))
             }
         }
+    }
+}
+
+/// Responses gathered for one write, and the times of their requests.
+#[derive(Default)]
+struct Pending {
+    chunks: Vec<Chunk>,
+    timings: Vec<Timing>,
+}
+
+impl Pending {
+    fn add(&mut self, (chunks, timing): (Vec<Chunk>, Option<Timing>)) -> usize {
+        let bytes = chunks.iter().map(Chunk::len).sum();
+        self.chunks.extend(chunks);
+        self.timings.extend(timing);
+        bytes
+    }
+
+    /// Writes what is gathered and records its requests' times.
+    async fn send(&mut self, wr: &mut OwnedWriteHalf, metrics: &BrokerMetrics) -> io::Result<()> {
+        let begin = Instant::now();
+        send_chunks(wr, &self.chunks).await?;
+        let end = Instant::now();
+        for t in self.timings.drain(..) {
+            t.written(metrics, begin, end);
+        }
+        self.chunks.clear();
+        Ok(())
     }
 }
 
@@ -58,34 +114,25 @@ pub(super) async fn write_loop(
     mut rx: mpsc::Receiver<Reply>,
     metrics: Arc<BrokerMetrics>,
 ) {
-    let mut pending: Vec<Chunk> = Vec::new();
+    let mut pending = Pending::default();
     while let Some(first) = rx.recv().await {
-        let first = first.chunks(&metrics).await;
-        let mut bytes: usize = first.iter().map(Chunk::len).sum();
-        pending.extend(first);
+        let mut bytes = pending.add(first.chunks().await);
         while bytes < COALESCE_BYTES {
             let Ok(more) = rx.try_recv() else { break };
-            let more = match more {
-                Reply::Ready(chunks) => chunks,
-                later @ Reply::Later(..) => {
-                    // Send what is ready first, then wait for this one.
-                    if let Err(e) = send_chunks(&mut wr, &pending).await {
-                        tracing::debug!(error = %e, "write failed; closing connection");
-                        return;
-                    }
-                    pending.clear();
-                    later.chunks(&metrics).await
+            if matches!(more, Reply::Later(..)) {
+                // Send what is ready first, then wait for this one.
+                if let Err(e) = pending.send(&mut wr, &metrics).await {
+                    tracing::debug!(error = %e, "write failed; closing connection");
+                    return;
                 }
-            };
-            bytes += more.iter().map(Chunk::len).sum::<usize>();
-            pending.extend(more);
+            }
+            bytes += pending.add(more.chunks().await);
         }
-        if let Err(e) = send_chunks(&mut wr, &pending).await {
+        if let Err(e) = pending.send(&mut wr, &metrics).await {
             tracing::debug!(error = %e, "write failed; closing connection");
             return;
         }
         tracing::trace!(bytes, "responses written");
-        pending.clear();
     }
     let _ = wr.shutdown().await;
 }

@@ -83,7 +83,9 @@ async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> Fet
             count(broker, version, &request, &response, fetcher);
             return response;
         };
-        if tokio::time::timeout_at(deadline, waker.notified()).await.is_err() {
+        // Parked for fetch.min.bytes: Kafka counts a delayed fetch's wait as remote time.
+        let woken = crate::metrics::remote_wait(tokio::time::timeout_at(deadline, waker.notified())).await;
+        if woken.is_err() {
             let response = read_all(broker, version, &request, fetcher, None, false).0;
             count(broker, version, &request, &response, fetcher);
             return response;

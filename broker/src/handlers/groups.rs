@@ -62,7 +62,10 @@ pub async fn handle(
         client_id: header.client_id.clone().unwrap_or_default(),
         client_host: format!("/{}", peer.ip()),
     };
-    let response = broker.groups().call(meta, request).await?;
+    // A join or sync waits for the other members (Kafka's delayed join is remote time).
+    let waits_for_members = matches!(request, GroupRequest::Join(_) | GroupRequest::Sync(_));
+    let call = broker.groups().call(meta, request);
+    let response = if waits_for_members { crate::metrics::remote_wait(call).await } else { call.await }?;
     Some(unknown.merge_into(response))
 }
 

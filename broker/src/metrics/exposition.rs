@@ -172,16 +172,41 @@ impl Scrape {
             "Requests handled, per API.",
             served.iter().map(|(api, r)| ([("request", api.name())], r.requests.load(Ordering::Relaxed))),
         )?;
-        let mut m = enc.encode_descriptor(
-            "kafka_network_requestmetrics_totaltimems",
-            "Milliseconds from reading a request to handing its response to the socket, per API.",
-            None,
-            MetricType::Histogram,
-        )?;
-        for (api, r) in &served {
-            let (sum, count, buckets) = r.total_time.snapshot();
-            let labels = [("request", api.name())];
-            m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+        type Phase = fn(&super::RequestMetrics) -> &super::LatencyHistogram;
+        let phases: [(&str, &str, Phase); 5] = [
+            (
+                "kafka_network_requestmetrics_totaltimems",
+                "Milliseconds from reading a request to its response written to the socket, per API.",
+                |r| &r.total_time,
+            ),
+            (
+                "kafka_network_requestmetrics_localtimems",
+                "Milliseconds a request spent in its handler, remote waits excepted, per API.",
+                |r| &r.local_time,
+            ),
+            (
+                "kafka_network_requestmetrics_remotetimems",
+                "Milliseconds a request waited on other replicas or members, or for data (acks=all, fetch.min.bytes, joins), per API.",
+                |r| &r.remote_time,
+            ),
+            (
+                "kafka_network_requestmetrics_responsequeuetimems",
+                "Milliseconds a ready response waited behind earlier responses of its connection, per API.",
+                |r| &r.response_queue_time,
+            ),
+            (
+                "kafka_network_requestmetrics_responsesendtimems",
+                "Milliseconds writing a response to the socket, per API.",
+                |r| &r.response_send_time,
+            ),
+        ];
+        for (name, help, phase) in phases {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+            for (api, r) in &served {
+                let (sum, count, buckets) = phase(r).snapshot();
+                let labels = [("request", api.name())];
+                m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            }
         }
         let connections = self.metrics().connections.load(Ordering::Relaxed).max(0);
         gauge(

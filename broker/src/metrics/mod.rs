@@ -23,6 +23,7 @@ use crate::metadata::MetadataImage;
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use strata_protocol::ApiKey;
 
 /// API keys get a latency histogram and a request counter each up to this key (Kafka's
@@ -145,6 +146,56 @@ impl CleanerMetrics {
 struct RequestMetrics {
     requests: AtomicU64,
     total_time: LatencyHistogram,
+    local_time: LatencyHistogram,
+    remote_time: LatencyHistogram,
+    response_queue_time: LatencyHistogram,
+    response_send_time: LatencyHistogram,
+}
+
+/// Where one request's time went, Kafka's `RequestMetrics` phases: what an operator
+/// reads to tell a slow disk or handler (local) from waiting on followers or for data
+/// (remote) and from a slow client or network (response queue and send). Strata has
+/// no request queue (a connection's task handles its requests in order as it reads
+/// them), so there is no `RequestQueueTimeMs`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestPhases {
+    /// In the handler, minus the remote wait.
+    pub local: Duration,
+    /// Waiting on other replicas or for data: an `acks=all` produce until the high
+    /// watermark passes its batches, a fetch parked for `fetch.min.bytes`.
+    pub remote: Duration,
+    /// From the response being ready to the connection's writer starting to write it
+    /// (behind earlier responses of the connection).
+    pub response_queue: Duration,
+    /// Writing it to the socket (with the responses written in the same call).
+    pub response_send: Duration,
+    /// From reading the request to its response written; the sum of the others.
+    pub total: Duration,
+}
+
+tokio::task_local! {
+    /// The remote wait of the request being handled on this task (see [`remote_wait`]).
+    static REMOTE_WAIT: std::cell::Cell<Duration>;
+}
+
+/// Runs a request's handler, returning its output and the time it spent in
+/// [`remote_wait`]s.
+pub async fn with_remote_wait<F: std::future::Future>(handler: F) -> (F::Output, Duration) {
+    REMOTE_WAIT
+        .scope(std::cell::Cell::new(Duration::ZERO), async {
+            let out = handler.await;
+            (out, REMOTE_WAIT.with(std::cell::Cell::get))
+        })
+        .await
+}
+
+/// Awaits `wait` and counts its time as the current request's remote time (outside a
+/// [`with_remote_wait`] it is only awaited).
+pub async fn remote_wait<F: std::future::Future>(wait: F) -> F::Output {
+    let start = Instant::now();
+    let out = wait.await;
+    let _ = REMOTE_WAIT.try_with(|r| r.set(r.get() + start.elapsed()));
+    out
 }
 
 impl Default for BrokerMetrics {
@@ -169,12 +220,15 @@ impl BrokerMetrics {
         self.topics.entry(Arc::from(topic)).or_default().clone()
     }
 
-    /// Records a request of `api` that took `elapsed` from being read to its response
-    /// being handed to the socket writer (or written, for delayed responses).
-    pub fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {
+    /// Records a request of `api` once its response is written (or, without one, handled).
+    pub fn request_done(&self, api: ApiKey, phases: &RequestPhases) {
         if let Some(r) = self.requests.get(api as usize) {
             r.requests.fetch_add(1, Ordering::Relaxed);
-            r.total_time.observe(elapsed);
+            r.total_time.observe(phases.total);
+            r.local_time.observe(phases.local);
+            r.remote_time.observe(phases.remote);
+            r.response_queue_time.observe(phases.response_queue);
+            r.response_send_time.observe(phases.response_send);
         }
     }
 
@@ -219,5 +273,52 @@ pub struct ConnectionGuard(Arc<BrokerMetrics>);
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn remote_waits_add_up_within_a_request_and_count_nowhere_outside_one() {
+        let local = Duration::from_millis(100);
+        let handler = async {
+            remote_wait(tokio::time::sleep(Duration::from_millis(30))).await;
+            tokio::time::sleep(local).await; // the handler's own work
+            remote_wait(tokio::time::sleep(Duration::from_millis(20))).await;
+            7
+        };
+        let start = Instant::now();
+        let (out, remote) = with_remote_wait(handler).await;
+        let elapsed = start.elapsed();
+        assert_eq!(out, 7);
+        assert!(remote >= Duration::from_millis(50), "both waits count: {remote:?}");
+        assert!(remote <= elapsed - local, "the handler's own work does not: {remote:?} of {elapsed:?}");
+        // Outside a request it is only awaited.
+        remote_wait(tokio::time::sleep(Duration::from_millis(1))).await;
+        let (_, none) = with_remote_wait(async {}).await;
+        assert_eq!(none, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_request_counts_once_in_every_phase() {
+        let m = BrokerMetrics::default();
+        let phases = RequestPhases {
+            local: Duration::from_micros(200),
+            remote: Duration::from_millis(40),
+            response_queue: Duration::from_millis(2),
+            response_send: Duration::from_micros(100),
+            total: Duration::from_micros(42_300),
+        };
+        m.request_done(ApiKey::Produce, &phases);
+        let r = &m.requests[ApiKey::Produce as usize];
+        assert_eq!(r.requests.load(Ordering::Relaxed), 1);
+        for h in [&r.total_time, &r.local_time, &r.remote_time, &r.response_queue_time, &r.response_send_time]
+        {
+            assert_eq!(h.count(), 1);
+        }
+        assert_eq!(r.remote_time.snapshot().0, 40.0);
+        assert_eq!(r.total_time.snapshot().0, 42.3);
     }
 }
