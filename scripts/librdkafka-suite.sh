@@ -14,6 +14,13 @@
 #   scripts/librdkafka-suite.sh --full       every test Strata is expected to pass
 #                                            (tests/librdkafka/full.txt), 30-50 minutes
 #   scripts/librdkafka-suite.sh 0011 0030    just these test numbers
+#   scripts/librdkafka-suite.sh --cluster    against three combined nodes (process.roles=
+#                                            broker,controller) whose auto-created and
+#                                            internal topics have replication factor 3
+#                                            (__transaction_state min.insync.replicas 2):
+#                                            the CI subset plus the tests that need a
+#                                            cluster (tests/librdkafka/cluster.txt), or
+#                                            the numbers given
 #
 # Each test number runs in a test-runner of its own (`TESTS=NNNN test-runner -p1 -E -L`,
 # plus -Q, quick mode, unless its list entry says `full`), under a timeout (the seconds in
@@ -32,11 +39,13 @@ LIST=tests/librdkafka/quick.txt
 # tests that count on one rebalance for both (0118 in the quick list) fail now and then.
 DELAY=${LIBRDKAFKA_SUITE_DELAY_MS:-3000}
 ONLY=()
+CLUSTER=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --full) LIST=tests/librdkafka/full.txt; shift ;;
+        --cluster) CLUSTER=1; LIST=tests/librdkafka/cluster.txt; shift ;;
         --quick) LIST=tests/librdkafka/quick.txt; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         [0-9][0-9][0-9][0-9]) ONLY+=("$1"); shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
@@ -102,16 +111,47 @@ build
 [ -x "$STRATA" ] || { echo "no strata binary at $STRATA (cargo build --release -p strata-broker)" >&2; exit 2; }
 
 RUN=$WORK/runs/$(date +%Y%m%d-%H%M%S)-$$
-mkdir -p "$RUN/data"
-PORT=$(( 20000 + RANDOM % 40000 ))
-"$STRATA" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" --override "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT" \
-    --override "log.dirs=$RUN/data" --override num.partitions=4 --override metrics.listener= \
-    --override "group.initial.rebalance.delay.ms=$DELAY" >"$RUN/strata.log" 2>&1 &
-BROKER=$!
-trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null || true' EXIT
-for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.05; done
-printf 'bootstrap.servers=127.0.0.1:%s\nbroker.address.family=v4\ntest.topic.prefix=strata_%s\n' \
-    "$PORT" "$(date +%s)" >"$RUN/test.conf"
+mkdir -p "$RUN"
+BROKERS=()
+trap 'for b in "${BROKERS[@]}"; do kill "$b" 2>/dev/null; done; for b in "${BROKERS[@]}"; do wait "$b" 2>/dev/null; done; true' EXIT
+free_port() { echo $(( 20000 + RANDOM % 40000 )); }
+wait_listening() {
+    for _ in $(seq 400); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done
+    echo "no broker listening on $1; logs in $RUN" >&2
+    exit 1
+}
+# Settings of every broker: the suite's auto-created topics have 4 partitions.
+COMMON=(--override num.partitions=4 --override metrics.listener= --override "group.initial.rebalance.delay.ms=$DELAY")
+if [ "$CLUSTER" = 0 ]; then
+    PORT=$(free_port)
+    "$STRATA" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" --override "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT" \
+        --override "log.dirs=$RUN/data" "${COMMON[@]}" >"$RUN/strata.log" 2>&1 &
+    BROKERS+=($!)
+    wait_listening "$PORT"
+    BOOTSTRAP=127.0.0.1:$PORT
+else
+    voters="" BOOTSTRAP="" PORTS=() CTLS=()
+    for n in 0 1 2; do
+        PORTS+=("$(free_port)")
+        CTLS+=("$(free_port)")
+        voters="$voters${voters:+,}$n@127.0.0.1:${CTLS[$n]}"
+        BOOTSTRAP="$BOOTSTRAP${BOOTSTRAP:+,}127.0.0.1:${PORTS[$n]}"
+    done
+    for n in 0 1 2; do
+        "$STRATA" --override node.id=$n --override process.roles=broker,controller \
+            --override "controller.quorum.voters=$voters" --override controller.listener.names=CONTROLLER \
+            --override "listeners=PLAINTEXT://127.0.0.1:${PORTS[$n]},CONTROLLER://127.0.0.1:${CTLS[$n]}" \
+            --override "advertised.listeners=PLAINTEXT://127.0.0.1:${PORTS[$n]}" \
+            --override "log.dirs=$RUN/data$n" "${COMMON[@]}" \
+            --override default.replication.factor=3 \
+            --override offsets.topic.replication.factor=3 --override transaction.state.log.replication.factor=3 \
+            --override transaction.state.log.min.isr=2 >"$RUN/strata$n.log" 2>&1 &
+        BROKERS+=($!)
+    done
+    for n in 0 1 2; do wait_listening "${PORTS[$n]}"; done
+fi
+printf 'bootstrap.servers=%s\nbroker.address.family=v4\ntest.topic.prefix=strata_%s\n' \
+    "$BOOTSTRAP" "$(date +%s)" >"$RUN/test.conf"
 
 # "NNNN [full]" lines of the list (comments after #), or the numbers given.
 if [ ${#ONLY[@]} -gt 0 ]; then
@@ -145,8 +185,10 @@ while read -r test opts; do
     fi
 done <<<"$entries"
 echo "librdkafka suite: $pass passed, $fail failed in $(( $(date +%s) - start ))s (logs in $RUN)"
-if ! kill -0 $BROKER 2>/dev/null; then
-    echo "the broker died during the run; its log: $RUN/strata.log" >&2
-    exit 1
-fi
+for b in "${BROKERS[@]}"; do
+    if ! kill -0 "$b" 2>/dev/null; then
+        echo "a broker died during the run; the logs: $RUN/strata*.log" >&2
+        exit 1
+    fi
+done
 [ $fail = 0 ] || { echo "failed: ${failed[*]}" >&2; exit 1; }

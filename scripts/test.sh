@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Strata test: builds the release broker, runs all Rust tests, then the pytest interop
 # suite (tests/interop) and the CI subset of librdkafka's own test suite
-# (scripts/librdkafka-suite.sh) against the real binary with real clients (confluent-kafka, kafka-python,
-# aiokafka, kafkajs, kcat).
+# (scripts/librdkafka-suite.sh, on one broker and on a 3-node cluster) against the real binary
+# with real clients (confluent-kafka, kafka-python, aiokafka, kafkajs, kcat).
 #
 # Installs what the tests need first, idempotently (fast when already there):
 #   - kcat, prometheus (promtool), burrow and zookeeper, Go and sarama (Debian packages), and
@@ -134,16 +134,19 @@ else
 fi
 
 # librdkafka's own test suite, its CI subset (tests/librdkafka/quick.txt; the whole of it is
-# `scripts/librdkafka-suite.sh --full`). Builds librdkafka from the rdkafka-sys crate's source.
+# `scripts/librdkafka-suite.sh --full`), against one broker and then against a 3-node cluster
+# with replication factor 3 (tests/librdkafka/cluster.txt: the same subset plus 0103, which
+# needs a cluster). Builds librdkafka from the rdkafka-sys crate's source.
 if [ "$BUILD_OK" = 1 ]; then
     step librdkafka scripts/librdkafka-suite.sh
+    step librdkafka-cluster scripts/librdkafka-suite.sh --cluster
 else
     FAILED+=("librdkafka (not run: build failed)")
 fi
 
 log "summary (total $(( $(now) - T_START ))s)"
-for k in install build cargo-test interop librdkafka; do
-    [ -n "${TOOK[$k]:-}" ] && printf '  %-11s %5ss\n' "$k" "${TOOK[$k]}"
+for k in install build cargo-test interop librdkafka librdkafka-cluster; do
+    [ -n "${TOOK[$k]:-}" ] && printf '  %-18s %5ss\n' "$k" "${TOOK[$k]}"
 done
 if [ ${#FAILED[@]} -gt 0 ]; then
     printf 'FAILED: %s\n' "${FAILED[@]}"
