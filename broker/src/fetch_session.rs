@@ -66,6 +66,9 @@ struct SessionPartition {
 
 #[derive(Debug)]
 struct Session {
+    /// A follower's: only another follower's larger session may evict it while it is
+    /// in use (Kafka's privileged sessions).
+    privileged: bool,
     /// The epoch the next request must carry.
     next_epoch: i32,
     last_used: Instant,
@@ -79,8 +82,9 @@ struct Session {
 }
 
 impl Session {
-    fn new(now: Instant) -> Session {
+    fn new(now: Instant, privileged: bool) -> Session {
         Session {
+            privileged,
             next_epoch: 1,
             last_used: now,
             partitions: BTreeMap::new(),
@@ -197,7 +201,9 @@ impl FetchSessionCache {
     }
 
     /// Decides how to answer `request` (Fetch `version`), updating the session it names.
-    /// Followers, and versions before 7, get no session.
+    /// Versions before 7 get no session. Followers get sessions as consumers do (Kafka's
+    /// replica fetchers use them), and theirs are privileged: a consumer's new session
+    /// never evicts one in use.
     pub fn begin(&self, version: i16, request: &FetchRequest, follower: bool) -> SessionPlan {
         if version < 7 {
             return SessionPlan::Sessionless;
@@ -207,10 +213,10 @@ impl FetchSessionCache {
         match (id, epoch) {
             (0, FINAL_EPOCH) => SessionPlan::Sessionless,
             (0, INITIAL_EPOCH) => {
-                if follower || self.slots == 0 {
+                if self.slots == 0 {
                     return SessionPlan::Sessionless;
                 }
-                let mut session = Session::new(now);
+                let mut session = Session::new(now, follower);
                 for t in &request.topics {
                     for fp in &t.partitions {
                         session.upsert(TopicKey::of(version, &t.topic, t.topic_id), t, fp);
@@ -218,7 +224,7 @@ impl FetchSessionCache {
                 }
                 let size = session.partitions.len();
                 let mut sessions = self.lock();
-                if sessions.len() >= self.slots && !self.evict_for(&mut sessions, size, now) {
+                if sessions.len() >= self.slots && !self.evict_for(&mut sessions, size, follower, now) {
                     return SessionPlan::Sessionless;
                 }
                 let id = new_id(&sessions);
@@ -256,13 +262,30 @@ impl FetchSessionCache {
         }
     }
 
-    /// Makes room for a session of `size` partitions: evicts the least recently used
-    /// session if it is idle for [`EVICTION_AGE`] or smaller. False if none may go.
-    fn evict_for(&self, sessions: &mut HashMap<i32, Session>, size: usize, now: Instant) -> bool {
-        let Some((&victim, s)) = sessions.iter().min_by_key(|(_, s)| s.last_used) else { return true };
-        if now.duration_since(s.last_used) < EVICTION_AGE && s.partitions.len() >= size {
-            return false;
-        }
+    /// Makes room for a new session of `size` partitions (`privileged`: a follower's), as
+    /// Kafka's cache does: the least recently used session goes if it is idle for
+    /// [`EVICTION_AGE`]; otherwise the weakest session (unprivileged before privileged,
+    /// then fewer partitions) goes if the new one is stronger. False if none may go.
+    fn evict_for(
+        &self,
+        sessions: &mut HashMap<i32, Session>,
+        size: usize,
+        privileged: bool,
+        now: Instant,
+    ) -> bool {
+        let Some((&oldest, s)) = sessions.iter().min_by_key(|(_, s)| s.last_used) else { return true };
+        let victim = if now.duration_since(s.last_used) >= EVICTION_AGE {
+            oldest
+        } else {
+            let strength = |s: &Session| (s.privileged, s.partitions.len());
+            let Some((&weakest, w)) = sessions.iter().min_by_key(|(_, s)| (strength(s), s.last_used)) else {
+                return true;
+            };
+            if strength(w) >= (privileged, size) {
+                return false;
+            }
+            weakest
+        };
         sessions.remove(&victim);
         self.evictions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         true
@@ -540,11 +563,10 @@ mod tests {
     }
 
     #[test]
-    fn followers_old_versions_and_a_full_cache_get_no_session() {
+    fn old_versions_and_a_full_cache_get_no_session() {
         let cache = FetchSessionCache::new(1);
         let one = request(0, 0, &[("a", vec![fp(0, 0), fp(1, 0)])]);
         assert!(matches!(cache.begin(6, &one, false), SessionPlan::Sessionless));
-        assert!(matches!(cache.begin(V, &one, true), SessionPlan::Sessionless));
         assert!(matches!(cache.begin(V, &one, false), SessionPlan::Full { .. }));
         let smaller = request(0, 0, &[("b", vec![fp(0, 0)])]);
         assert!(
@@ -558,5 +580,29 @@ mod tests {
         );
         assert_eq!(cache.stats(), (1, 3, 1));
         assert!(matches!(FetchSessionCache::new(0).begin(V, &one, false), SessionPlan::Sessionless));
+    }
+
+    #[test]
+    fn a_followers_session_is_evicted_only_by_a_larger_followers_session() {
+        let cache = FetchSessionCache::new(1);
+        let two = request(0, 0, &[("a", vec![fp(0, 0), fp(1, 0)])]);
+        assert!(matches!(cache.begin(V, &two, true), SessionPlan::Full { .. }));
+        let consumer = request(0, 0, &[("c", vec![fp(0, 0), fp(1, 0), fp(2, 0)])]);
+        assert!(
+            matches!(cache.begin(V, &consumer, false), SessionPlan::Sessionless),
+            "a consumer's larger session does not evict a follower's in use"
+        );
+        let follower = request(0, 0, &[("b", vec![fp(0, 0), fp(1, 0), fp(2, 0)])]);
+        assert!(
+            matches!(cache.begin(V, &follower, true), SessionPlan::Full { .. }),
+            "a larger follower's does"
+        );
+        assert_eq!(cache.stats(), (1, 3, 1));
+        // And a follower's session evicts a consumer's whatever their sizes.
+        let cache = FetchSessionCache::new(1);
+        assert!(matches!(cache.begin(V, &consumer, false), SessionPlan::Full { .. }));
+        let one = request(0, 0, &[("a", vec![fp(0, 0)])]);
+        assert!(matches!(cache.begin(V, &one, true), SessionPlan::Full { .. }));
+        assert_eq!(cache.stats(), (1, 1, 1));
     }
 }

@@ -21,13 +21,17 @@ clients. Proves:
   take the old topic's log for the new one's (`partition.metadata` holds the topic id);
 - DescribeQuorum through any broker names the quorum's leader and every voter's progress, and
   follows a new leader after the old one is killed; Metadata's controller id is a live broker, so
-  an admin client never waits on the dead controller.
+  an admin client never waits on the dead controller;
+- followers fetch through incremental fetch sessions (KIP-227): every leader holds a session per
+  follower with all the partitions it follows there, and replication goes on through a follower's
+  and a leader's SIGKILL (the lost sessions are replaced).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import KafkaError, Producer, TopicPartition
@@ -35,6 +39,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import history
 import util
+from broker import free_port
 from groups_util import PacedProducer
 from txn_util import read_topic
 from util import wait_until
@@ -360,3 +365,67 @@ def test_describe_quorum_through_any_broker_follows_the_leader_and_metadata_name
     c.start_node(leader)
     wait_until(lambda: set(c.quorum(leader).voters) == {0, 1, 2} and c.quorum(leader).error_code == 0,
                60, "the restarted voter answers through its own listener", interval=0.2)
+
+
+def node_metrics(port: int) -> dict[str, float]:
+    """The samples of a node's /metrics: `name{labels}` -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        lines = r.read().decode().splitlines()
+    return {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in lines if ln and not ln.startswith("#")}
+
+
+@pytest.mark.timeout(240)
+def test_followers_fetch_through_sessions_and_replace_them_after_a_kill(cluster_factory):
+    parts = 12
+    c = cluster_factory(start=False)
+    ports = [free_port() for _ in c.nodes]
+    for n, port in zip(c.nodes, ports):
+        n.overrides["metrics.listener"] = f"http://127.0.0.1:{port}"
+    c.start()
+    topic = util.unique_topic("follower-sessions")
+    create(c.bootstrap, topic, partitions=parts)
+    for p in range(parts):
+        c.wait_isr(topic, p, {0, 1, 2})
+    sent = [0] * parts
+
+    def produce(rounds: int):
+        pr = Producer({"bootstrap.servers": c.live_bootstrap(), "acks": "all", "log_level": 0})
+        for i in range(rounds * parts):
+            # A few partitions get most records: the others stay out of incremental fetches.
+            p = i % 3 if i % 4 else i % parts
+            pr.produce(topic, value=f"v{i}".encode(), partition=p)
+            sent[p] += 1
+        assert pr.flush(30) == 0
+
+    def replicated(nodes) -> bool:
+        for i in nodes:
+            m = node_metrics(ports[i])
+            for p in range(parts):
+                if m.get(f'kafka_log_log_logendoffset{{topic="{topic}",partition="{p}"}}') != sent[p]:
+                    return False
+        return True
+
+    def sessions_hold_every_followed_partition(at_least: bool = False) -> bool:
+        # Each node leads some of the partitions; its two followers each keep one session with
+        # every partition they follow there (the internal topics are not created here).
+        total = sum(node_metrics(port).get("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", 0)
+                    for port in ports)
+        return total >= 2 * parts if at_least else total == 2 * parts
+
+    produce(10)
+    wait_until(lambda: replicated(range(3)), 30, "every replica has every record")
+    wait_until(sessions_hold_every_followed_partition, 30, "each follower's partitions in a session")
+
+    # A follower killed and restarted opens new sessions; a leader killed and restarted has
+    # lost the sessions its followers hold, which they replace.
+    for victim in (2, 0):
+        c.kill(victim)
+        produce(5)
+        wait_until(lambda: replicated([i for i in range(3) if i != victim]), 30, "the live replicas replicate")
+        c.start_node(victim)
+        for p in range(parts):
+            c.wait_isr(topic, p, {0, 1, 2})
+        produce(5)
+        wait_until(lambda: replicated(range(3)), 60, f"node {victim} caught up after its restart")
+        # The killed node's own sessions may linger in a leader's cache until evicted.
+        wait_until(lambda: sessions_hold_every_followed_partition(at_least=True), 30, "sessions again")

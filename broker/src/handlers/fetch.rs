@@ -10,9 +10,9 @@
 //! follower's log against its own and answers a `DivergingEpoch` instead of data when
 //! they differ, so the follower truncates before it appends.
 //!
-//! Fetch sessions (KIP-227): a consumer's request naming a session is turned into the
-//! full request the session stands for, answered as any other, and the answer cut down
-//! to what changed (`crate::fetch_session`). Followers fetch without sessions.
+//! Fetch sessions (KIP-227): a request naming a session (a consumer's or a follower's)
+//! is turned into the full request the session stands for, answered as any other, and
+//! the answer cut down to what changed (`crate::fetch_session`).
 
 use crate::broker::{unhosted_error, Broker};
 use crate::errors::storage_error_code;

@@ -8,6 +8,13 @@
 //! with a `DivergingEpoch` instead of data, and the follower truncates
 //! ([`truncation_offset`]) before it fetches again. So a follower never appends after a
 //! diverged tail, and never serves one (followers serve no consumers).
+//!
+//! Each fetcher keeps an incremental fetch session (KIP-227) with its leader, as Kafka's
+//! followers do ([`FollowerSession`]): after the first full request it sends only the
+//! partitions whose fetch state changed (a partition it appended to has a new fetch
+//! offset) and the ones it stopped fetching, and the leader answers only the partitions
+//! with something new. A broker following thousands of partitions on one leader then
+//! sends and parses a handful per fetch rather than all of them.
 
 use crate::broker::Broker;
 use crate::net::PeerClient;
@@ -16,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use strata_protocol::messages::fetch::{
-    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData, ReplicaState,
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic, PartitionData, ReplicaState,
 };
 use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 use strata_storage::StorageError;
@@ -106,6 +113,7 @@ async fn run(
     wake: Arc<Notify>,
 ) {
     let mut client: Option<PeerClient> = None;
+    let mut session = FollowerSession::default();
     loop {
         let Some(b) = broker.upgrade() else { return };
         let now = Instant::now();
@@ -126,21 +134,27 @@ async fn run(
         };
         if client.as_ref().is_none_or(|c| c.addr() != addr) {
             client = Some(PeerClient::new(addr, format!("strata-replica-fetcher-{}", b.config.node_id)));
+            // Another address may be another process: its sessions are not ours.
+            session.reset();
         }
         let Some(c) = client.as_ref() else { continue };
-        let request = build_request(&b, &active);
+        let request = build_request(&b, &active, &mut session);
         let wait = Duration::from_millis(b.config.cluster.replica_fetch_wait_max_ms.max(0) as u64);
         let timeout = wait + Duration::from_millis(b.config.cluster.replica_socket_timeout_ms);
         drop(b);
         match c.call(RequestBody::Fetch(request), FETCH_VERSION, timeout).await {
             Ok(ResponseBody::Fetch(response)) => {
+                session.answered(response.error_code, response.session_id);
                 let Some(b) = broker.upgrade() else { return };
                 handle_response(&b, leader, &targets, &active, response);
             }
             Ok(other) => {
+                session.reset();
                 tracing::error!(leader, api = ?other.api_key(), "unexpected answer to a replica fetch")
             }
             Err(e) => {
+                // Whether the leader saw the request is unknown: start a new session.
+                session.reset();
                 tracing::debug!(leader, error = %e, "replica fetch failed; backing off");
                 tokio::time::sleep(backoff).await;
             }
@@ -148,20 +162,104 @@ async fn run(
     }
 }
 
-fn build_request(broker: &Broker, active: &[Target]) -> FetchRequest {
+/// The epoch of a request that opens a session (KIP-227).
+const INITIAL_EPOCH: i32 = 0;
+
+/// A partition in the session: its topic id and index.
+type SessionKey = (strata_protocol::codec::Uuid, i32);
+
+/// The follower's side of its fetch session with one leader (Kafka's
+/// `FetchSessionHandler`): which session it is in, the epoch its next request carries,
+/// and what the leader's session holds of each partition (the fields last sent).
+#[derive(Debug, Default)]
+struct FollowerSession {
+    /// 0: none (the next request is full and asks for one).
+    id: i32,
+    next_epoch: i32,
+    sent: HashMap<SessionKey, FetchPartition>,
+}
+
+/// What one request carries: the session fields, the partitions to send and the
+/// partitions to drop from the session.
+#[derive(Debug, PartialEq)]
+struct SessionRequest {
+    id: i32,
+    epoch: i32,
+    partitions: Vec<(strata_protocol::codec::Uuid, FetchPartition)>,
+    forgotten: Vec<SessionKey>,
+}
+
+impl FollowerSession {
+    /// The next request for `wanted` (every partition to fetch now): all of them when
+    /// there is no session, else those new or changed since the last request, and the
+    /// ones no longer wanted as forgotten.
+    fn plan(&mut self, wanted: Vec<(strata_protocol::codec::Uuid, FetchPartition)>) -> SessionRequest {
+        let full = self.id == 0;
+        let mut now: HashMap<SessionKey, FetchPartition> = HashMap::with_capacity(wanted.len());
+        let mut partitions = Vec::new();
+        for (topic_id, fp) in wanted {
+            let key = (topic_id, fp.partition);
+            if full || self.sent.get(&key) != Some(&fp) {
+                partitions.push((topic_id, fp.clone()));
+            }
+            now.insert(key, fp);
+        }
+        let mut forgotten: Vec<SessionKey> = if full {
+            Vec::new()
+        } else {
+            self.sent.keys().filter(|k| !now.contains_key(k)).copied().collect()
+        };
+        forgotten.sort();
+        self.sent = now;
+        let epoch = if full { INITIAL_EPOCH } else { self.next_epoch };
+        SessionRequest { id: self.id, epoch, partitions, forgotten }
+    }
+
+    /// Takes the leader's answer to the last planned request: `session_id` is the
+    /// session it answered in (0: none, so the next request is full again).
+    fn answered(&mut self, error_code: i16, session_id: i32) {
+        if error_code != 0 || session_id == 0 || (self.id != 0 && session_id != self.id) {
+            // FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, a session the leader
+            // did not keep, or any refusal: start over with a full request.
+            self.reset();
+            return;
+        }
+        self.next_epoch = if self.id == 0 || self.next_epoch == i32::MAX { 1 } else { self.next_epoch + 1 };
+        self.id = session_id;
+    }
+
+    /// Forgets the session: the next request is full and opens a new one.
+    fn reset(&mut self) {
+        *self = FollowerSession::default();
+    }
+}
+
+fn build_request(broker: &Broker, active: &[Target], session: &mut FollowerSession) -> FetchRequest {
     let c = &broker.config.cluster;
+    let wanted = active
+        .iter()
+        .map(|t| {
+            let p = &t.partition;
+            let fp = FetchPartition {
+                partition: p.index,
+                current_leader_epoch: p.leader_epoch(),
+                fetch_offset: p.log.log_end_offset(),
+                last_fetched_epoch: p.log.latest_epoch().unwrap_or(-1),
+                log_start_offset: p.log.log_start_offset(),
+                partition_max_bytes: c.replica_fetch_max_bytes,
+                ..Default::default()
+            };
+            (p.topic_id, fp)
+        })
+        .collect();
+    let plan = session.plan(wanted);
     let mut by_topic: HashMap<strata_protocol::codec::Uuid, Vec<FetchPartition>> = HashMap::new();
-    for t in active {
-        let p = &t.partition;
-        by_topic.entry(p.topic_id).or_default().push(FetchPartition {
-            partition: p.index,
-            current_leader_epoch: p.leader_epoch(),
-            fetch_offset: p.log.log_end_offset(),
-            last_fetched_epoch: p.log.latest_epoch().unwrap_or(-1),
-            log_start_offset: p.log.log_start_offset(),
-            partition_max_bytes: c.replica_fetch_max_bytes,
-            ..Default::default()
-        });
+    for (topic_id, fp) in plan.partitions {
+        by_topic.entry(topic_id).or_default().push(fp);
+    }
+    let mut forgotten: HashMap<strata_protocol::codec::Uuid, Vec<i32>> = HashMap::new();
+    for (topic_id, partition) in plan.forgotten {
+        forgotten.entry(topic_id).or_default().push(partition);
     }
     FetchRequest {
         replica_id: broker.config.node_id,
@@ -173,11 +271,15 @@ fn build_request(broker: &Broker, active: &[Target]) -> FetchRequest {
         min_bytes: c.replica_fetch_min_bytes,
         max_bytes: c.replica_fetch_response_max_bytes,
         isolation_level: 0,
-        session_id: 0,
-        session_epoch: -1,
+        session_id: plan.id,
+        session_epoch: plan.epoch,
         topics: by_topic
             .into_iter()
             .map(|(topic_id, partitions)| FetchTopic { topic_id, partitions, ..Default::default() })
+            .collect(),
+        forgotten_topics_data: forgotten
+            .into_iter()
+            .map(|(topic_id, partitions)| ForgottenTopic { topic_id, partitions, ..Default::default() })
             .collect(),
         ..Default::default()
     }
@@ -192,7 +294,13 @@ fn handle_response(
 ) {
     let backoff = Duration::from_millis(broker.config.cluster.replica_fetch_backoff_ms.max(10));
     if response.error_code != 0 {
-        tracing::warn!(leader, error = response.error_code, "replica fetch refused");
+        let code = ErrorCode::from_code(response.error_code);
+        if matches!(code, Some(ErrorCode::FetchSessionIdNotFound | ErrorCode::InvalidFetchSessionEpoch)) {
+            // The leader restarted or evicted the session: the next request opens another.
+            tracing::debug!(leader, error = response.error_code, "replica fetch session lost");
+        } else {
+            tracing::warn!(leader, error = response.error_code, "replica fetch refused");
+        }
         return;
     }
     for topic in response.responses {
@@ -346,6 +454,59 @@ mod tests {
         p.append_as_follower(batches(10, 5, 2)).expect("epoch 2");
         assert_eq!(p.log.latest_epoch(), Some(2));
         p
+    }
+
+    fn at(partition: i32, offset: i64) -> (Uuid, FetchPartition) {
+        (Uuid([9; 16]), FetchPartition { partition, fetch_offset: offset, ..Default::default() })
+    }
+
+    #[test]
+    fn a_session_sends_everything_first_then_only_what_changed_and_what_was_dropped() {
+        let mut s = FollowerSession::default();
+        let first = s.plan(vec![at(0, 10), at(1, 20), at(2, 30)]);
+        assert_eq!(
+            (first.id, first.epoch, first.partitions.len()),
+            (0, INITIAL_EPOCH, 3),
+            "full, opening one"
+        );
+        assert!(first.forgotten.is_empty());
+        s.answered(0, 77);
+        // Partition 1 got records (its fetch offset moved); partition 2 went away.
+        let next = s.plan(vec![at(0, 10), at(1, 25)]);
+        assert_eq!((next.id, next.epoch), (77, 1));
+        assert_eq!(next.partitions, vec![at(1, 25)]);
+        assert_eq!(next.forgotten, vec![(Uuid([9; 16]), 2)]);
+        s.answered(0, 77);
+        let idle = s.plan(vec![at(0, 10), at(1, 25)]);
+        assert_eq!((idle.epoch, idle.partitions.len(), idle.forgotten.len()), (2, 0, 0), "nothing changed");
+        s.answered(0, 77);
+        // A partition coming back is sent whole again.
+        let back = s.plan(vec![at(0, 10), at(1, 25), at(2, 31)]);
+        assert_eq!((back.epoch, back.partitions.clone()), (3, vec![at(2, 31)]));
+    }
+
+    #[test]
+    fn a_lost_or_refused_session_starts_over_with_a_full_request() {
+        let wanted = || vec![at(0, 1), at(1, 2)];
+        let mut s = FollowerSession::default();
+        s.plan(wanted());
+        s.answered(0, 5);
+        s.plan(wanted());
+        s.answered(ErrorCode::FetchSessionIdNotFound.code(), 0);
+        let again = s.plan(wanted());
+        assert_eq!((again.id, again.epoch, again.partitions.len()), (0, INITIAL_EPOCH, 2));
+        // A leader that keeps no session (its cache is full) gets full requests.
+        s.answered(0, 0);
+        let full = s.plan(wanted());
+        assert_eq!((full.id, full.epoch, full.partitions.len()), (0, INITIAL_EPOCH, 2));
+        s.answered(0, 8);
+        assert_eq!(s.plan(wanted()).id, 8);
+        // An answer in another session than ours, or a failed call, resets too.
+        s.answered(0, 9);
+        assert_eq!(s.plan(wanted()).partitions.len(), 2);
+        s.answered(0, 10);
+        s.reset();
+        assert_eq!(s.plan(wanted()).epoch, INITIAL_EPOCH);
     }
 
     #[test]
