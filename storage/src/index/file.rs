@@ -78,6 +78,11 @@ impl IndexFile {
         // are not expected to modify files in a log directory.
         let mmap = unsafe { memmap2::MmapOptions::new().len(entries * self.entry_size).map_mut(file) }
             .map_err(|e| StorageError::io(IoOp::Map, &self.path, 0, e))?;
+        // No readahead on faults: a new index is a sparse preallocated file, and the kernel
+        // would otherwise read (zero-fill) a whole readahead window around the first entry
+        // written into each page. With many partitions that was most of a broker's CPU
+        // (every segment's first index entries). Advisory: a refusal changes nothing else.
+        let _ = mmap.advise(memmap2::Advice::Random);
         self.mmap = Some(mmap);
         Ok(())
     }

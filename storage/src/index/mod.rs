@@ -55,6 +55,51 @@ mod tests {
 mod index_tests {
     use super::{OffsetIndex, TimeIndex};
 
+    /// The kernel's flags of this process's mappings of `path` (`VmFlags` in smaps).
+    #[cfg(target_os = "linux")]
+    fn mapping_flags(path: &std::path::Path) -> Vec<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+        let name = path.to_str().expect("utf-8 path");
+        let mut ours = false;
+        let mut flags = Vec::new();
+        let is_range = |t: &str| {
+            t.split_once('-').is_some_and(|(a, b)| {
+                !a.is_empty() && a.chars().chain(b.chars()).all(|c| c.is_ascii_hexdigit())
+            })
+        };
+        for line in smaps.lines() {
+            if let Some(rest) = line.strip_prefix("VmFlags:") {
+                if ours {
+                    flags.push(rest.trim().to_string());
+                }
+            } else if line.split_whitespace().next().is_some_and(is_range) {
+                // A mapping's first line: its address range, ..., its path.
+                ours = line.ends_with(name);
+            }
+        }
+        flags
+    }
+
+    /// Both indexes are mapped without readahead (`MADV_RANDOM`, "rr"): a fault in a new,
+    /// sparse index would otherwise zero-fill a whole readahead window, which with many
+    /// partitions was most of a broker's CPU.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn indexes_are_mapped_for_random_access() {
+        let dir = tempfile::tempdir().unwrap();
+        let offsets = dir.path().join("00000000000000000000.index");
+        let times = dir.path().join("00000000000000000000.timeindex");
+        let mut o = OffsetIndex::open(&offsets, 0, 1 << 20).unwrap();
+        let mut t = TimeIndex::open(&times, 0, 1 << 20).unwrap();
+        o.append(10, 4096);
+        t.maybe_append(1_000, 10, false);
+        for path in [&offsets, &times] {
+            let flags = mapping_flags(path);
+            assert!(!flags.is_empty(), "{} is mapped", path.display());
+            assert!(flags.iter().all(|f| f.split(' ').any(|x| x == "rr")), "{}: {flags:?}", path.display());
+        }
+    }
+
     #[test]
     fn offset_index_append_lookup_truncate_trim_reopen() {
         let dir = tempfile::tempdir().unwrap();
