@@ -9,7 +9,7 @@
 //! The broker binary comes from `STRATA_BIN`, else `target/release/strata`, else
 //! `target/debug/strata`; if none exists the test fails and says how to build it.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -52,7 +52,9 @@ struct Broker {
 impl Broker {
     fn start() -> Broker {
         let dir = tempfile::Builder::new().prefix("strata-perf-smoke-").tempdir().expect("temp dir");
-        let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        // Not a bare bind-and-release: the tests here run in parallel, and the kernel may
+        // hand a just-released port to the next bind.
+        let port = strata_tests::free_port().expect("free port");
         let listener = format!("PLAINTEXT://127.0.0.1:{port}");
         let log = std::fs::File::create(dir.path().join("broker.log")).expect("log file");
         let child = Command::new(strata_bin())
