@@ -22,6 +22,7 @@ use crate::replica::Partition;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+use strata_protocol::codec::Uuid;
 use strata_protocol::messages::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic, PartitionData, ReplicaState,
 };
@@ -166,7 +167,7 @@ async fn run(
 const INITIAL_EPOCH: i32 = 0;
 
 /// A partition in the session: its topic id and index.
-type SessionKey = (strata_protocol::codec::Uuid, i32);
+type SessionKey = (Uuid, i32);
 
 /// The follower's side of its fetch session with one leader (Kafka's
 /// `FetchSessionHandler`): which session it is in, the epoch its next request carries,
@@ -185,7 +186,7 @@ struct FollowerSession {
 struct SessionRequest {
     id: i32,
     epoch: i32,
-    partitions: Vec<(strata_protocol::codec::Uuid, FetchPartition)>,
+    partitions: Vec<(Uuid, FetchPartition)>,
     forgotten: Vec<SessionKey>,
 }
 
@@ -193,7 +194,7 @@ impl FollowerSession {
     /// The next request for `wanted` (every partition to fetch now): all of them when
     /// there is no session, else those new or changed since the last request, and the
     /// ones no longer wanted as forgotten.
-    fn plan(&mut self, wanted: Vec<(strata_protocol::codec::Uuid, FetchPartition)>) -> SessionRequest {
+    fn plan(&mut self, wanted: Vec<(Uuid, FetchPartition)>) -> SessionRequest {
         let full = self.id == 0;
         let mut now: HashMap<SessionKey, FetchPartition> = HashMap::with_capacity(wanted.len());
         let mut partitions = Vec::new();
@@ -253,11 +254,11 @@ fn build_request(broker: &Broker, active: &[Target], session: &mut FollowerSessi
         })
         .collect();
     let plan = session.plan(wanted);
-    let mut by_topic: HashMap<strata_protocol::codec::Uuid, Vec<FetchPartition>> = HashMap::new();
+    let mut by_topic: HashMap<Uuid, Vec<FetchPartition>> = HashMap::new();
     for (topic_id, fp) in plan.partitions {
         by_topic.entry(topic_id).or_default().push(fp);
     }
-    let mut forgotten: HashMap<strata_protocol::codec::Uuid, Vec<i32>> = HashMap::new();
+    let mut forgotten: HashMap<Uuid, Vec<i32>> = HashMap::new();
     for (topic_id, partition) in plan.forgotten {
         forgotten.entry(topic_id).or_default().push(partition);
     }
@@ -303,12 +304,11 @@ fn handle_response(
         }
         return;
     }
+    let answered = response.responses.iter().map(|t| t.partitions.len()).sum();
+    let index = TargetIndex::new(active, answered);
     for topic in response.responses {
         for pd in topic.partitions {
-            let Some(target) = active
-                .iter()
-                .find(|t| t.partition.topic_id == topic.topic_id && t.partition.index == pd.partition_index)
-            else {
+            let Some(target) = index.get(topic.topic_id, pd.partition_index) else {
                 continue;
             };
             let p = &target.partition;
@@ -322,6 +322,36 @@ fn handle_response(
                 if let Some(t) = targets.lock().unwrap_or_else(|x| x.into_inner()).get_mut(&key) {
                     t.backoff_until = Some(Instant::now() + delay);
                 }
+            }
+        }
+    }
+}
+
+/// Finds the target each partition of an answer is for. An incremental answer holds
+/// few partitions, which a scan of `active` finds cheaply; one with many (a first full
+/// answer, a busy leader) gets a map, since a scan per partition was quadratic with a
+/// thousand partitions per leader.
+struct TargetIndex<'a> {
+    active: &'a [Target],
+    map: Option<HashMap<(Uuid, i32), usize>>,
+}
+
+impl<'a> TargetIndex<'a> {
+    /// Answers with more partitions than this are matched through a map.
+    const SCAN_LIMIT: usize = 16;
+
+    fn new(active: &'a [Target], answered: usize) -> Self {
+        let map = (answered > Self::SCAN_LIMIT && active.len() > Self::SCAN_LIMIT).then(|| {
+            active.iter().enumerate().map(|(i, t)| ((t.partition.topic_id, t.partition.index), i)).collect()
+        });
+        TargetIndex { active, map }
+    }
+
+    fn get(&self, topic_id: Uuid, index: i32) -> Option<&'a Target> {
+        match &self.map {
+            Some(map) => map.get(&(topic_id, index)).map(|&i| &self.active[i]),
+            None => {
+                self.active.iter().find(|t| t.partition.topic_id == topic_id && t.partition.index == index)
             }
         }
     }
@@ -418,7 +448,6 @@ mod tests {
     use crate::metadata::{PartitionRecord, TopicId};
     use crate::replica::ReplicaManager;
     use bytes::Bytes;
-    use strata_protocol::codec::Uuid;
     use strata_protocol::records::{NewRecord, RecordBatchBuilder};
     use strata_storage::{LogConfig, LogManager};
 
@@ -454,6 +483,28 @@ mod tests {
         p.append_as_follower(batches(10, 5, 2)).expect("epoch 2");
         assert_eq!(p.log.latest_epoch(), Some(2));
         p
+    }
+
+    #[test]
+    fn answers_are_matched_to_their_targets_by_scan_or_by_map() {
+        let dir = tempfile::tempdir().expect("dir");
+        let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("logs");
+        let replicas = ReplicaManager::new(logs, 1);
+        let active: Vec<Target> = (0..40)
+            .map(|i| Target {
+                partition: replicas.ensure("t", i, Uuid([3; 16]), &LogConfig::default()).expect("partition"),
+                backoff_until: None,
+            })
+            .collect();
+        for answered in [1, 40] {
+            let index = TargetIndex::new(&active, answered);
+            assert_eq!(index.map.is_some(), answered > TargetIndex::SCAN_LIMIT);
+            for i in [39, 0, 17] {
+                assert_eq!(index.get(Uuid([3; 16]), i).map(|t| t.partition.index), Some(i));
+            }
+            assert!(index.get(Uuid([3; 16]), 40).is_none());
+            assert!(index.get(Uuid([4; 16]), 0).is_none());
+        }
     }
 
     fn at(partition: i32, offset: i64) -> (Uuid, FetchPartition) {
