@@ -59,6 +59,26 @@ pub fn strata_bin() -> Result<PathBuf> {
     )
 }
 
+/// Locates the Python that holds the interop clients (confluent-kafka and friends):
+/// `STRATA_PYTHON` if set, else the workspace's `.venv` that `scripts/test.sh` creates.
+/// Derived from this crate's location, never from a fixed checkout path, so a clone
+/// anywhere (CI builds in its own directory) finds its own venv. Fails with a message
+/// saying how to create it: a test that needs librdkafka must not pass without it.
+pub fn venv_python() -> Result<PathBuf> {
+    let path = match std::env::var("STRATA_PYTHON") {
+        Ok(p) => PathBuf::from(p),
+        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(".venv").join("bin").join("python"),
+    };
+    if !path.exists() {
+        bail!(
+            "{} does not exist; run scripts/test.sh once (it creates .venv with \
+             tests/interop/requirements.txt) or set STRATA_PYTHON",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 /// Returns a loopback port that was free a moment ago (bind port 0, read it, release it)
 /// and that this process has not handed out before: tests run in parallel threads, and
 /// the kernel may give a just-released port to the next bind.

@@ -48,20 +48,12 @@ else:
     print(json.dumps(placed))
 "#;
 
-/// The Python with confluent-kafka, or why there is none.
-fn python() -> Result<PathBuf, String> {
-    let path = PathBuf::from(
-        std::env::var("STRATA_PYTHON").unwrap_or_else(|_| "/work/main/.venv/bin/python".to_string()),
-    );
-    if !path.exists() {
-        return Err(format!("{} does not exist", path.display()));
-    }
-    let ok =
-        Command::new(&path).args(["-c", "import confluent_kafka"]).status().map_err(|e| e.to_string())?;
-    if !ok.success() {
-        return Err(format!("{} cannot import confluent_kafka", path.display()));
-    }
-    Ok(path)
+/// The venv's Python; it must be able to import confluent_kafka.
+fn python() -> PathBuf {
+    let path = strata_tests::venv_python().expect("python with confluent_kafka");
+    let ok = Command::new(&path).args(["-c", "import confluent_kafka"]).status().expect("run python");
+    assert!(ok.success(), "{} cannot import confluent_kafka", path.display());
+    path
 }
 
 async fn run_python(python: &Path, args: Vec<String>) -> String {
@@ -217,13 +209,7 @@ mod json {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn librdkafka_reads_what_our_producer_writes_and_partitions_keys_alike() {
-    let python = match python() {
-        Ok(p) => p,
-        Err(reason) => {
-            eprintln!("skipping the librdkafka interop test: {reason}");
-            return;
-        }
-    };
+    let python = python();
     let broker = BrokerProcess::start(&[]).expect("broker");
     let bootstrap = broker.addr().to_string();
     let client = Client::connect(ClientConfig::new(&bootstrap)).await.expect("connect");

@@ -12,7 +12,10 @@ use strata_client::consumer::{Consumer, NoopListener};
 use strata_client::{Client, ClientConfig, TopicPartition};
 use strata_tests::create_topic;
 
-const PYTHON: &str = "/work/main/.venv/bin/python";
+/// The venv's Python, where confluent_kafka (librdkafka) lives.
+fn python() -> std::path::PathBuf {
+    strata_tests::venv_python().expect("python with confluent_kafka")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_committed_skips_an_aborted_transaction() {
@@ -38,7 +41,7 @@ plain.produce("txn", value=b"plain", partition=0)
 plain.flush(30)
 "#;
     let out =
-        Command::new(PYTHON).arg("-c").arg(script).arg(broker.addr().to_string()).output().expect("python");
+        Command::new(python()).arg("-c").arg(script).arg(broker.addr().to_string()).output().expect("python");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let read = |isolation: &'static str| {
         let mut c = config(&broker, None);
@@ -111,7 +114,7 @@ c.close()
             ours.poll(Duration::from_millis(50)).await.expect("poll");
         }
     }
-    let mut child = Command::new(PYTHON)
+    let mut child = Command::new(python())
         .arg("-c")
         .arg(script)
         .arg(broker.addr().to_string())
