@@ -11,22 +11,55 @@
 #                     same offered load): follower fetching should cost the leader no more
 #                     than consumer fetching.
 #
+# The two CPU workloads run each node in a memory cgroup of its own capped at
+# FOLLOW_PAGE_CACHE_MB (default 512; 0 leaves them uncapped; skipped where no memory
+# cgroup can be made), so each broker writes into pages it recycles from its own page
+# cache, as a long-running broker does. Uncapped, every new page comes from the VM's free
+# pool, and on this VM (virtio_balloon free page reporting) a page the guest has not
+# touched lately costs about ten times a recycled one to write: RF 3 on one machine writes
+# three times as many bytes, so the leader's own appends reached cold pages three times as
+# fast in the follower workload, and that, not the fetches, was most of the difference
+# (the leader's `copy_folio_from_iter_atomic` 26 % of its samples against 4.5 % with
+# consumers; 3.5 % capped).
+#
 # Uses from compare.sh: NICE, STRATA, PERF, WORK, RUNS, DURATION, PRODUCE_OPTS, LATENCY_OPTS,
 # LATENCY_RATE, RECORD_SIZE, free_port, cpu_ticks, calc, log, median.
 
 FOLLOW_MBPS=${FOLLOW_MBPS:-100}
 FOLLOW_RATE=$(( FOLLOW_MBPS * 1000000 / RECORD_SIZE ))
+FOLLOW_PAGE_CACHE_MB=${FOLLOW_PAGE_CACHE_MB:-512}
 CLUSTER_PIDS=()
 CLUSTER_PORTS=()
+CLUSTER_CGROUPS=()
+
+# cap_memory PID MB: moves PID into a new memory cgroup limited to MB (cgroup v2 or v1);
+# prints the cgroup's directory, or nothing where none can be made.
+cap_memory() {
+    local pid=$1 mb=$2 g
+    if [ -w /sys/fs/cgroup/cgroup.subtree_control ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+        g=/sys/fs/cgroup/strata-bench-$$-$pid
+        mkdir "$g" 2>/dev/null && echo "${mb}M" >"$g/memory.max" && echo "$pid" >"$g/cgroup.procs" && { echo "$g"; return; }
+    elif [ -d /sys/fs/cgroup/memory ]; then
+        g=/sys/fs/cgroup/memory/strata-bench-$$-$pid
+        mkdir "$g" 2>/dev/null && echo "${mb}M" >"$g/memory.limit_in_bytes" && echo "$pid" >"$g/cgroup.procs" && { echo "$g"; return; }
+    fi
+    [ -n "${g:-}" ] && rmdir "$g" 2>/dev/null
+    return 0
+}
 
 stop_cluster() {
     for p in "${CLUSTER_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${CLUSTER_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     CLUSTER_PIDS=()
+    for g in "${CLUSTER_CGROUPS[@]}"; do rmdir "$g" 2>/dev/null || true; done
+    CLUSTER_CGROUPS=()
     rm -rf "$WORK/cluster"
 }
 
+# start_cluster [PAGE-CACHE-MB]: three fresh combined nodes, each in a memory cgroup of
+# that size when it is given and not 0.
 start_cluster() {
+    local cap=${1:-0}
     stop_cluster
     mkdir -p "$WORK/cluster"
     local ctl=() voters="" n
@@ -43,6 +76,11 @@ start_cluster() {
             --override "advertised.listeners=PLAINTEXT://127.0.0.1:${CLUSTER_PORTS[$n]}" \
             --override "log.dirs=$WORK/cluster/node$n" >"$WORK/cluster/node$n.log" 2>&1 &
         CLUSTER_PIDS+=($!)
+        if [ "$cap" != 0 ]; then
+            local g
+            g=$(cap_memory "$!" "$cap")
+            if [ -n "$g" ]; then CLUSTER_CGROUPS+=("$g"); else log "no memory cgroup: node $n runs uncapped"; fi
+        fi
     done
     for n in 0 1 2; do
         local up=0
@@ -99,11 +137,11 @@ measure_cluster() {
         log "[cluster] run $run/$RUNS: produce RF 3 acks=all at ${LATENCY_MBPS} MB/s offered"
         cluster_workload cluster-latency "$topic-lat" 3 -1 --rate "$LATENCY_RATE" --record-size "$RECORD_SIZE" \
             --batch-size 65536 --linger-ms 1
-        start_cluster
+        start_cluster "$FOLLOW_PAGE_CACHE_MB"
         log "[cluster] run $run/$RUNS: leader CPU with two followers (RF 3, acks=1, ${FOLLOW_MBPS} MB/s)"
         cluster_workload follower-cpu "$topic-f" 3 1 --rate "$FOLLOW_RATE" --record-size "$RECORD_SIZE" \
             --batch-size 65536 --linger-ms 1
-        start_cluster
+        start_cluster "$FOLLOW_PAGE_CACHE_MB"
         log "[cluster] run $run/$RUNS: leader CPU with two tailing consumers (RF 1, acks=1, ${FOLLOW_MBPS} MB/s)"
         local t="$topic-c" c1 c2
         "${NICE[@]}" "$PERF" produce --bootstrap "$CLUSTER_BOOTSTRAP" --topic "$t" --partitions 1 \
@@ -143,6 +181,7 @@ report_cluster() {
     row "leader CPU/GB, 2 followers (s)" "$fcpu" "$(calc "$fcpu / $ccpu")" "<= 1x with 2 consumers" \
         "$(spread follower-cpu '.leader_cpu_s / (.bytes / 1e9)')"
     row "leader CPU/GB, 2 consumers (s)" "$ccpu" "" "" "$(spread consumer-cpu '.leader_cpu_s / (.bytes / 1e9)')"
+    echo "(the two CPU workloads: each node's memory capped at ${FOLLOW_PAGE_CACHE_MB} MB, 0 = uncapped; FOLLOW_PAGE_CACHE_MB)"
     CLUSTER_SUMMARY=$(jq -n --arg p "$cp" --arg l "$cl" --arg f "$fcpu" --arg c "$ccpu" \
         '{rf3_acks_all_mb_per_sec: ($p|tonumber), rf3_acks_all_p99_ms_at_50mbps: ($l|tonumber),
           leader_cpu_s_per_gb_two_followers: ($f|tonumber), leader_cpu_s_per_gb_two_consumers: ($c|tonumber)}')
