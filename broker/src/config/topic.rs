@@ -4,7 +4,9 @@
 
 use super::{ConfigError, Parser};
 use std::collections::BTreeMap;
-use strata_protocol::records::Compression;
+use strata_protocol::records::{
+    describe_levels, level_allowed, Compression, GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS,
+};
 use strata_storage::{LogConfig, TimestampType};
 
 /// The value kind of a config key, as DescribeConfigs v3+ reports it.
@@ -23,7 +25,7 @@ pub enum Kind {
     /// A comma-separated list of words from a fixed set.
     List(&'static [&'static str]),
     /// A 32-bit integer in one of these inclusive ranges (a codec's levels).
-    IntIn(&'static [(i64, i64)]),
+    IntIn(&'static [(i32, i32)]),
 }
 
 impl Kind {
@@ -77,19 +79,19 @@ pub const KEYS: &[Key] = &[
         name: "compression.gzip.level",
         broker_key: "compression.gzip.level",
         default: "-1",
-        kind: Kind::IntIn(&[(-1, -1), (1, 9)]),
+        kind: Kind::IntIn(GZIP_LEVELS),
     },
     Key {
         name: "compression.lz4.level",
         broker_key: "compression.lz4.level",
         default: "9",
-        kind: Kind::IntIn(&[(1, 17)]),
+        kind: Kind::IntIn(LZ4_LEVELS),
     },
     Key {
         name: "compression.zstd.level",
         broker_key: "compression.zstd.level",
         default: "3",
-        kind: Kind::IntIn(&[(-131_072, 22)]),
+        kind: Kind::IntIn(ZSTD_LEVELS),
     },
     Key {
         name: "delete.retention.ms",
@@ -218,14 +220,10 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         Kind::Int(min) => int(min, i64::from(i32::MAX)),
         Kind::IntIn(ranges) => {
             let v: i64 = value.trim().parse().map_err(|_| format!("{name} must be an integer"))?;
-            if ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&v)) {
+            if level_allowed(ranges, v) {
                 return Ok(());
             }
-            let allowed: Vec<String> = ranges
-                .iter()
-                .map(|&(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") })
-                .collect();
-            Err(format!("{name} must be in {}, got {v}", allowed.join(" or ")))
+            Err(format!("{name} must be in {}, got {v}", describe_levels(ranges)))
         }
         Kind::Long(min) => int(min, i64::MAX),
         Kind::Ratio => match value.trim().parse::<f64>() {

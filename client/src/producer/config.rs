@@ -5,7 +5,9 @@
 use crate::config::{boolean, millis, number, ClientConfig};
 use crate::error::{Error, Result};
 use std::time::Duration;
-use strata_protocol::records::Compression;
+use strata_protocol::records::{
+    describe_levels, level_allowed, Compression, GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS,
+};
 
 /// `acks`: how many replicas must have a batch before the leader answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,9 +145,9 @@ impl ProducerConfig {
             "batch.size" => self.batch_size = number(key, value)?,
             "buffer.memory" => self.buffer_memory = number(key, value)?,
             "compression.type" => self.compression = compression(value)?,
-            "compression.gzip.level" => self.gzip_level = level(key, value, &[(-1, -1), (1, 9)])?,
-            "compression.lz4.level" => self.lz4_level = level(key, value, &[(1, 17)])?,
-            "compression.zstd.level" => self.zstd_level = level(key, value, &[(-131_072, 22)])?,
+            "compression.gzip.level" => self.gzip_level = level(key, value, GZIP_LEVELS)?,
+            "compression.lz4.level" => self.lz4_level = level(key, value, LZ4_LEVELS)?,
+            "compression.zstd.level" => self.zstd_level = level(key, value, ZSTD_LEVELS)?,
             "max.in.flight.requests.per.connection" => {
                 self.max_in_flight = number(key, value)?;
                 if self.max_in_flight == 0 {
@@ -221,14 +223,10 @@ impl ProducerConfig {
 fn level(key: &str, value: &str, ranges: &[(i32, i32)]) -> Result<i32> {
     let v: i32 =
         value.trim().parse().map_err(|_| Error::config(format!("{key}={value} is not an integer")))?;
-    if ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&v)) {
+    if level_allowed(ranges, i64::from(v)) {
         return Ok(v);
     }
-    let allowed: Vec<String> = ranges
-        .iter()
-        .map(|&(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") })
-        .collect();
-    Err(Error::config(format!("{key}={value} is not in {}", allowed.join(" or "))))
+    Err(Error::config(format!("{key}={value} is not in {}", describe_levels(ranges))))
 }
 
 fn compression(value: &str) -> Result<Compression> {

@@ -68,6 +68,29 @@ const XERIAL_HEADER_LEN: usize = 16;
 /// Uncompressed block size the Java client uses for xerial framing.
 const XERIAL_BLOCK_SIZE: usize = 32 * 1024;
 
+/// KIP-390's levels for `compression.gzip.level` (Kafka's ranges, inclusive): -1 is the
+/// codec's default (6). The broker's topic configs and the client's producer config both
+/// check against these, so the two accept the same values.
+pub const GZIP_LEVELS: &[(i32, i32)] = &[(-1, -1), (1, 9)];
+/// KIP-390's levels for `compression.lz4.level`; accepted, though lz4 has one level here.
+pub const LZ4_LEVELS: &[(i32, i32)] = &[(1, 17)];
+/// KIP-390's levels for `compression.zstd.level`.
+pub const ZSTD_LEVELS: &[(i32, i32)] = &[(-131_072, 22)];
+
+/// Whether `level` lies in one of `ranges` (one of the `*_LEVELS` tables).
+pub fn level_allowed(ranges: &[(i32, i32)], level: i64) -> bool {
+    ranges.iter().any(|&(lo, hi)| (i64::from(lo)..=i64::from(hi)).contains(&level))
+}
+
+/// `ranges` as an error message names them: "-1 or 1..9".
+pub fn describe_levels(ranges: &[(i32, i32)]) -> String {
+    let allowed: Vec<String> = ranges
+        .iter()
+        .map(|&(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") })
+        .collect();
+    allowed.join(" or ")
+}
+
 /// Compresses `data` with `codec`. `Compression::None` returns a copy.
 pub fn compress(
     codec: Compression,
@@ -212,4 +235,25 @@ fn append_raw_snappy(block: &[u8], out: &mut Vec<u8>, max_bytes: usize) -> Resul
     let written = snap::raw::Decoder::new().decompress(block, &mut out[start..]).map_err(io_err)?;
     out.truncate(start + written);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kip390_level_ranges_accept_kafkas_values_only() {
+        assert!(
+            level_allowed(GZIP_LEVELS, -1) && level_allowed(GZIP_LEVELS, 1) && level_allowed(GZIP_LEVELS, 9)
+        );
+        assert!(
+            !level_allowed(GZIP_LEVELS, 0)
+                && !level_allowed(GZIP_LEVELS, 10)
+                && !level_allowed(GZIP_LEVELS, -2)
+        );
+        assert!(level_allowed(LZ4_LEVELS, 17) && !level_allowed(LZ4_LEVELS, 0));
+        assert!(level_allowed(ZSTD_LEVELS, -131_072) && level_allowed(ZSTD_LEVELS, 22));
+        assert!(!level_allowed(ZSTD_LEVELS, 23) && !level_allowed(ZSTD_LEVELS, i64::from(i32::MIN) - 1));
+        assert_eq!(describe_levels(GZIP_LEVELS), "-1 or 1..9");
+    }
 }

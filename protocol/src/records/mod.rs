@@ -52,7 +52,10 @@ pub use batch::{
     BATCH_HEADER_SIZE, CRC_OFFSET, CRC_START, LOG_OVERHEAD, MAGIC_V2,
 };
 pub use builder::{NewRecord, RecordBatchBuilder};
-pub use compression::{compress, compress_at, decompress, Compression, SnappyFormat};
+pub use compression::{
+    compress, compress_at, decompress, describe_levels, level_allowed, Compression, SnappyFormat,
+    GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS,
+};
 pub use control::{ControlRecordType, EndTxnMarker, EndTxnMarkerBatch};
 pub use crc::{crc32c, Crc32c};
 pub use error::RecordsError;
