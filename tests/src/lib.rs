@@ -79,6 +79,17 @@ pub fn venv_python() -> Result<PathBuf> {
     Ok(path)
 }
 
+/// [`venv_python`], checked to import `module` (`confluent_kafka` for the librdkafka
+/// tests), so a test fails up front with what is missing rather than in its script.
+pub fn python_with(module: &str) -> Result<PathBuf> {
+    let path = venv_python()?;
+    let status = std::process::Command::new(&path).args(["-c", &format!("import {module}")]).status()?;
+    if !status.success() {
+        bail!("{} cannot import {module}; run scripts/test.sh once to install it", path.display());
+    }
+    Ok(path)
+}
+
 /// Returns a loopback port that was free a moment ago (bind port 0, read it, release it)
 /// and that this process has not handed out before: tests run in parallel threads, and
 /// the kernel may give a just-released port to the next bind.

@@ -50,10 +50,7 @@ else:
 
 /// The venv's Python; it must be able to import confluent_kafka.
 fn python() -> PathBuf {
-    let path = strata_tests::venv_python().expect("python with confluent_kafka");
-    let ok = Command::new(&path).args(["-c", "import confluent_kafka"]).status().expect("run python");
-    assert!(ok.success(), "{} cannot import confluent_kafka", path.display());
-    path
+    strata_tests::python_with("confluent_kafka").expect("python with confluent_kafka")
 }
 
 async fn run_python(python: &Path, args: Vec<String>) -> String {

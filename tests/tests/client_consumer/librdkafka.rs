@@ -14,7 +14,7 @@ use strata_tests::create_topic;
 
 /// The venv's Python, where confluent_kafka (librdkafka) lives.
 fn python() -> std::path::PathBuf {
-    strata_tests::venv_python().expect("python with confluent_kafka")
+    strata_tests::python_with("confluent_kafka").expect("python with confluent_kafka")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
