@@ -43,7 +43,8 @@ cap_memory() {
         g=/sys/fs/cgroup/memory/strata-bench-$$-$pid
         mkdir "$g" 2>/dev/null && echo "${mb}M" >"$g/memory.limit_in_bytes" && echo "$pid" >"$g/cgroup.procs" && { echo "$g"; return; }
     fi
-    [ -n "${g:-}" ] && rmdir "$g" 2>/dev/null
+    # Not made, or made but not usable (compare.sh runs under set -e: nothing here may fail).
+    if [ -n "${g:-}" ]; then rmdir "$g" 2>/dev/null || true; fi
     return 0
 }
 
