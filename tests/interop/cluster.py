@@ -126,26 +126,34 @@ class Cluster:
             if i in (a, b):
                 p.unblock()
 
-    def quorum(self, via: int):
-        """DescribeQuorum as node `via`'s client listener answers it (forwarded to the leader)."""
-        with wire.Conn(self.nodes[via].port) as conn:
+    def quorum(self, via: int, timeout: float = 8.0):
+        """DescribeQuorum as node `via`'s client listener answers it (forwarded to the leader,
+        which the broker looks for up to 5 s before it answers NOT_CONTROLLER)."""
+        with wire.Conn(self.nodes[via].port, timeout=timeout) as conn:
             return wire.describe_quorum_v0(conn)
 
-    def active_controller(self, timeout: float = 30.0) -> int:
+    def active_controller(self, timeout: float = 60.0) -> int:
         """The quorum's leader (the active controller), asked through any live node; Metadata's
         controller id is a random live broker, as Kafka's KRaft brokers answer."""
+        seen: dict[int, object] = {}
+
         def leader():
             for i, n in enumerate(self.nodes):
                 if n.alive():
                     try:
                         q = self.quorum(i)
-                    except (OSError, ValueError):
+                    except (OSError, ValueError) as e:
+                        seen[i] = e
                         continue
+                    seen[i] = q
                     if q.error_code == 0 and q.leader_id >= 0:
                         return q.leader_id
             return None
 
-        return wait_until(leader, timeout, "a quorum leader", interval=0.1)
+        try:
+            return wait_until(leader, timeout, "a quorum leader", interval=0.1)
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; last answers by node: {seen!r}") from None
 
     def metadata(self, via: int | None = None):
         from confluent_kafka.admin import AdminClient

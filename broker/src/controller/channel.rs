@@ -108,7 +108,15 @@ impl ControllerChannel {
             }
             let target = self.hint.load(Ordering::Relaxed);
             let answer: Result<ResponseBody, NetError> = match (self.local.get(), target == self.node_id) {
-                (Some(local), true) => Ok(local.call(body.clone(), version).await),
+                (Some(local), true) => {
+                    match tokio::time::timeout_at(deadline, local.call(body.clone(), version)).await {
+                        Ok(response) => Ok(response),
+                        Err(_) => Err(NetError::Timeout {
+                            addr: "the local controller".into(),
+                            after_ms: timeout.as_millis() as u64,
+                        }),
+                    }
+                }
                 _ => match self.voters.iter().find(|v| v.id == target) {
                     Some(voter) => {
                         let left = deadline.saturating_duration_since(tokio::time::Instant::now());

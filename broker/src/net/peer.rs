@@ -136,9 +136,21 @@ impl PeerClient {
         let frame = encode_request(&header, &body);
         let (reply, rx) = oneshot::channel();
         let outgoing = Outgoing { frame, correlation_id, api, version, reply };
-        if conn.tx.send(outgoing).await.is_err() {
-            self.forget(&conn);
-            return Err(NetError::Disconnected { addr: self.addr.clone(), reason: "writer stopped".into() });
+        // The queue is bounded: a writer stuck behind a peer that stopped reading must not
+        // hold this call past its deadline.
+        match tokio::time::timeout_at(deadline, conn.tx.send(outgoing)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                self.forget(&conn);
+                return Err(NetError::Disconnected {
+                    addr: self.addr.clone(),
+                    reason: "writer stopped".into(),
+                });
+            }
+            Err(_) => {
+                self.forget(&conn);
+                return Err(self.timed_out(timeout));
+            }
         }
         match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(result)) => {
