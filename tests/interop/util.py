@@ -411,6 +411,13 @@ def kafkajs_offsets(bootstrap: str, topic: str, timestamp: int | None = None) ->
     return json.loads(_node(args, 60).strip().splitlines()[-1])
 
 
+def kafkajs_reassign(bootstrap: str, topic: str, partition: int, replicas: list[int]) -> dict:
+    """Starts moving `topic`-`partition` to `replicas` with kafkajs's admin client; returns what
+    its listPartitionReassignments answered right after."""
+    args = ["reassign", bootstrap, topic, str(partition), ",".join(map(str, replicas))]
+    return json.loads(_node(args, 90).strip().splitlines()[-1])
+
+
 # --------------------------------------------------------------------------------------------
 # kcat
 # --------------------------------------------------------------------------------------------

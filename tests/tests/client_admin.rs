@@ -2,7 +2,8 @@
 //! coming back for the item alone (an existing topic, an invalid config, a missing
 //! topic or group), a group described while a member is in it (joined with raw
 //! JoinGroup / SyncGroup through the client's connection), offsets of that group
-//! altered and deleted once it is empty, and admin calls that ride out a broker
+//! altered and deleted once it is empty, partition reassignment's answers on one node,
+//! and admin calls that ride out a broker
 //! killed with SIGKILL and restarted under them.
 
 use bytes::Bytes;
@@ -477,6 +478,30 @@ async fn the_cluster_transactions_and_elections_are_described() {
         elected.iter().all(|(_, r)| code(r) == Some(ErrorCode::ElectionNotNeeded)),
         "the preferred replica already leads: {elected:?}"
     );
+
+    // Reassignments: on one node nothing can move, but every answer is Kafka's.
+    let me = admin.describe_cluster().await.expect("cluster").brokers[0].id;
+    assert!(admin.list_partition_reassignments(None).await.expect("list").is_empty());
+    let moves = [
+        (TopicPartition::new("el", 0), None),
+        (TopicPartition::new("el", 1), Some(vec![me, 99])),
+        (TopicPartition::new("el", 1), Some(vec![me])),
+        (TopicPartition::new("el-none", 0), Some(vec![me])),
+    ];
+    let answered = admin.alter_partition_reassignments(&moves).await.expect("alter");
+    let codes: Vec<Option<ErrorCode>> = answered.iter().map(|(_, r)| code(r)).collect();
+    assert_eq!(
+        codes,
+        vec![
+            Some(ErrorCode::NoReassignmentInProgress),
+            Some(ErrorCode::InvalidReplicaAssignment),
+            None,
+            Some(ErrorCode::UnknownTopicOrPartition),
+        ],
+        "{answered:?}"
+    );
+    let listed = admin.list_partition_reassignments(Some(&[TopicPartition::new("el", 1)])).await;
+    assert!(listed.expect("list").is_empty(), "the same replicas again is no move");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

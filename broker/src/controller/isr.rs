@@ -89,8 +89,24 @@ impl ControllerState {
                 }
                 Ok(isr) if isr == current.isr => outcomes.push(IsrOutcome::Done(current)),
                 Ok(isr) => {
-                    let next =
-                        PartitionRecord { isr, partition_epoch: current.partition_epoch + 1, ..current };
+                    let changed = PartitionRecord { isr, ..current.clone() };
+                    // The ISR change may complete a reassignment (its last target replica
+                    // caught up): then the same record drops the replicas it removes.
+                    let next = match super::reassign::completed(&changed) {
+                        Some(done) => {
+                            let unclean = self.unclean_allowed(pending.image(), &topic.name);
+                            let next = super::reassign::settle(pending.image(), &current, done, unclean);
+                            tracing::info!(
+                                topic = %topic.name,
+                                partition = change.partition,
+                                replicas = ?next.replicas,
+                                leader = next.leader,
+                                "partition reassignment completed"
+                            );
+                            next
+                        }
+                        None => PartitionRecord { partition_epoch: current.partition_epoch + 1, ..changed },
+                    };
                     tracing::info!(
                         topic = %topic.name,
                         partition = change.partition,
@@ -185,6 +201,29 @@ mod tests {
         match &outcomes[0] {
             IsrOutcome::Done(p) => {
                 assert_eq!((p.isr.clone(), p.leader_epoch, p.partition_epoch), (vec![1, 2], 0, 1))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_expansion_that_brings_the_last_target_replica_in_completes_a_reassignment() {
+        use crate::controller::reassign::ReassignRequest;
+        let (mut image, state) = cluster(&[1, 2, 3, 4]);
+        let id = topic(&mut image, "t", &[vec![1, 2, 3]]).0;
+        let move_to = ReassignRequest { topic: "t".into(), partition: 0, target: Some(vec![1, 2, 4]) };
+        let (records, _) = state.alter_reassignments(&Arc::new(image.clone()), &[move_to], true);
+        image.apply_batch(600, &records);
+        let image = Arc::new(image);
+        let (records, outcomes) = state
+            .alter_partition(&image, &request(&image, 1, shrink_to(id, &[1, 2, 3, 4], 0, 1)))
+            .expect("ok");
+        assert_eq!(records.len(), 1, "one record: the ISR change and the completion together");
+        match &outcomes[0] {
+            IsrOutcome::Done(p) => {
+                assert_eq!((p.replicas.clone(), p.isr.clone()), (vec![1, 2, 4], vec![1, 2, 4]));
+                assert!(p.adding_replicas.is_empty() && p.removing_replicas.is_empty());
+                assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 0, 2), "the leader stays");
             }
             other => panic!("{other:?}"),
         }

@@ -25,6 +25,7 @@ pub mod placement;
 pub mod producer_ids;
 pub mod quorum_answer;
 pub mod raft;
+pub mod reassign;
 pub mod service;
 pub mod topics;
 mod transport;

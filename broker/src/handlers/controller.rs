@@ -3,7 +3,8 @@
 //! own), and the broker-to-controller APIs Kafka's controllers serve (BrokerRegistration,
 //! BrokerHeartbeat, AlterPartition, AllocateProducerIds, and the admin requests brokers
 //! forward: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-//! IncrementalAlterConfigs, ElectLeaders, UnregisterBroker), plus DescribeQuorum.
+//! IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
+//! ListPartitionReassignments, UnregisterBroker), plus DescribeQuorum.
 //!
 //! Strata's own APIs are listed in this listener's ApiVersions only; client listeners
 //! never advertise or serve them.
@@ -34,6 +35,8 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::AlterConfigs, min: 0, max: 2 },
     Served { api: ApiKey::IncrementalAlterConfigs, min: 0, max: 1 },
     Served { api: ApiKey::ElectLeaders, min: 0, max: 2 },
+    Served { api: ApiKey::AlterPartitionReassignments, min: 0, max: 1 },
+    Served { api: ApiKey::ListPartitionReassignments, min: 0, max: 0 },
     Served { api: ApiKey::DescribeQuorum, min: 0, max: 2 },
     Served { api: ApiKey::StrataRaft, min: 0, max: 0 },
     Served { api: ApiKey::StrataMetadataFetch, min: 0, max: 0 },

@@ -1,7 +1,8 @@
 //! Forwarding admin requests to the active controller (Kafka's KRaft brokers forward
-//! CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs
-//! and ElectLeaders): the request goes in its newest shape, the answer comes back in it,
-//! and the handler encodes it at the client's version. Before answering, the broker
+//! CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
+//! ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments): the request
+//! goes in its newest shape, the answer comes back in it, and the handler encodes it at
+//! the client's version. Before answering, the broker
 //! waits briefly until its own metadata shows the change, so the client's next request
 //! here finds it.
 
@@ -25,6 +26,8 @@ pub fn controller_version(body: &RequestBody) -> i16 {
         RequestBody::AlterConfigs(_) => 2,
         RequestBody::IncrementalAlterConfigs(_) => 1,
         RequestBody::ElectLeaders(_) => 2,
+        RequestBody::AlterPartitionReassignments(_) => 1,
+        RequestBody::ListPartitionReassignments(_) => 0,
         RequestBody::DescribeQuorum(_) => 2,
         _ => 0,
     }

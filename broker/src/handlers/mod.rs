@@ -20,6 +20,7 @@ mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod offset_for_leader_epoch;
+mod partition_reassignments;
 mod produce;
 mod transactions;
 
@@ -64,6 +65,8 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::DescribeCluster, min: 0, max: 1 },
     Served { api: ApiKey::DescribeQuorum, min: 0, max: 2 },
     Served { api: ApiKey::ElectLeaders, min: 0, max: 2 },
+    Served { api: ApiKey::AlterPartitionReassignments, min: 0, max: 1 },
+    Served { api: ApiKey::ListPartitionReassignments, min: 0, max: 0 },
     Served { api: ApiKey::InitProducerId, min: 0, max: 6 },
     Served { api: ApiKey::FindCoordinator, min: 0, max: 4 },
     Served { api: ApiKey::JoinGroup, min: 0, max: 9 },
@@ -160,6 +163,8 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
         RequestBody::DescribeCluster(r) => describe_cluster::handle(broker, r, ctx).into(),
         RequestBody::DescribeQuorum(r) => describe_quorum::handle(broker, r).await.into(),
         RequestBody::ElectLeaders(r) => elect_leaders::handle(broker, r).await.into(),
+        RequestBody::AlterPartitionReassignments(r) => partition_reassignments::alter(broker, r).await.into(),
+        RequestBody::ListPartitionReassignments(r) => partition_reassignments::list(broker, r).await.into(),
         RequestBody::InitProducerId(r) if r.transactional_id.as_deref().is_none_or(str::is_empty) => {
             init_producer_id::handle(broker, r).await.into()
         }

@@ -232,9 +232,14 @@ impl Partition {
                 // Same leadership: the controller may have changed the ISR itself (a
                 // fenced follower removed).
                 let mut l = state.lock().unwrap_or_else(|p| p.into_inner());
+                // The replica set always follows the image: an AlterPartition answer may
+                // have brought this partition epoch's ISR already, but not its replicas
+                // (a reassignment completed by that ISR change).
+                if record.partition_epoch >= l.partition_epoch {
+                    l.set_replicas(record.replicas.clone(), now_ms);
+                }
                 if record.partition_epoch > l.partition_epoch {
                     let before = l.isr.len();
-                    l.replicas = record.replicas.clone();
                     l.committed(record.isr.clone(), record.partition_epoch);
                     self.metrics.isr_changed(before, l.isr.len());
                 }

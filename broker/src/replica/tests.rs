@@ -160,6 +160,37 @@ async fn an_isr_shrink_is_proposed_and_committed_then_the_high_watermark_moves()
     assert_eq!(p.high_watermark(), p.log.log_end_offset());
 }
 
+#[tokio::test]
+async fn a_replica_added_by_a_reassignment_is_followed_and_joins_the_isr() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
+    let replicas = ReplicaManager::new(logs, 1);
+    let p = replicas.ensure("r", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    p.make_leader(&record(0, &[1, 2], &[1, 2], 1, 3), 0);
+    p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    let leo = p.log.log_end_offset();
+    assert!(p.on_follower_fetch(2, leo, 0, 9, leo, 10, |_, _| true).is_none());
+    assert!(p.on_follower_fetch(3, leo, 0, 9, leo, 10, |_, _| true).is_none(), "3 is no replica yet");
+    // The move to [1, 3] starts: same leadership, 3 added, 2 leaving.
+    let moving = PartitionRecord {
+        replicas: vec![1, 3, 2],
+        adding_replicas: vec![3],
+        removing_replicas: vec![2],
+        partition_epoch: 4,
+        ..record(0, &[1, 2], &[1, 2], 1, 3)
+    };
+    assert!(!p.make_leader(&moving, 20), "no new leadership");
+    let proposal = p.on_follower_fetch(3, leo, 0, 9, leo, 30, |_, _| true).expect("3 may join");
+    assert_eq!(proposal.new_isr, vec![(1, -1), (2, 9), (3, 9)]);
+    // The controller answers with the completed move; the image brings its replicas after.
+    p.isr_change_answered(3, Some((vec![1, 3], 5)));
+    let done = PartitionRecord { partition_epoch: 5, ..record(0, &[1, 3], &[1, 3], 1, 3) };
+    assert!(!p.make_leader(&done, 40));
+    assert!(p.on_follower_fetch(2, leo, 0, 9, leo, 50, |_, _| true).is_none());
+    assert_eq!(p.isr_size(), 2);
+    assert!(p.maybe_shrink_isr(10_000_000, 30_000).is_some(), "3 is tracked: it can fall behind");
+}
+
 #[test]
 fn a_requests_leader_epoch_is_checked_against_the_replicas() {
     let dir = tempfile::tempdir().expect("tempdir");

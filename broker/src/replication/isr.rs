@@ -104,6 +104,23 @@ impl LeaderIsr {
         }
     }
 
+    /// Takes the replica set of a newer metadata record of the same leadership (a
+    /// reassignment adds or removes replicas without a leader change): a replica added is
+    /// tracked from now on, as not yet heard from; one removed is forgotten, so it neither
+    /// rejoins the ISR nor holds the low watermark back.
+    pub fn set_replicas(&mut self, replicas: Vec<i32>, now_ms: i64) {
+        if replicas == self.replicas {
+            return;
+        }
+        self.followers.retain(|id, _| replicas.contains(id));
+        for &r in &replicas {
+            if r != self.leader {
+                self.followers.entry(r).or_insert_with(|| FollowerProgress::unknown(now_ms));
+            }
+        }
+        self.replicas = replicas;
+    }
+
     /// The ISR the high watermark is computed over: committed plus pending additions.
     pub fn maximal_isr(&self) -> Vec<i32> {
         let mut out = self.isr.clone();
@@ -246,6 +263,22 @@ mod tests {
 
     fn leader() -> LeaderIsr {
         LeaderIsr::new(1, 3, 7, vec![1, 2, 3], vec![1, 2, 3], 100, 0)
+    }
+
+    #[test]
+    fn replicas_added_by_a_reassignment_are_tracked_and_removed_ones_forgotten() {
+        let mut s = leader();
+        s.on_fetch(2, 150, 9, 150, 10);
+        s.set_replicas(vec![1, 2, 3, 4], 20);
+        assert_eq!(s.followers.get(&2).map(|f| f.log_end_offset), Some(150), "progress kept");
+        assert!(s.on_fetch(4, 150, 9, 150, 30), "the added replica's fetches count");
+        s.committed(vec![1, 2, 3, 4], 8);
+        assert_eq!(s.high_watermark(150), -1, "replica 3 not heard from yet");
+        s.set_replicas(vec![1, 2, 4], 40);
+        s.committed(vec![1, 2, 4], 9);
+        assert!(!s.on_fetch(3, 150, 9, 150, 50), "a removed replica is no follower");
+        assert_eq!(s.high_watermark(150), 150);
+        assert_eq!(s.expansion(150, |_, _| true), None, "a removed replica never rejoins");
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod cluster;
 mod configs;
 mod groups;
 mod offsets;
+mod reassignments;
 mod topics;
 
 pub use cluster::{
@@ -34,6 +35,7 @@ pub use cluster::{
 pub use configs::{AlterConfigOp, ConfigEntry, ConfigOpType, ConfigResource, ConfigSource, ResourceType};
 pub use groups::{GroupDescription, GroupListing, MemberDescription};
 pub use offsets::{ListedOffset, OffsetSpec};
+pub use reassignments::PartitionReassignment;
 pub use topics::{NewPartitions, NewTopic, TopicDescription};
 
 use crate::client::{Client, CoordinatorKind};

@@ -5,10 +5,12 @@
 //   node driver.js produce  <bootstrap> <topic> <codec> <in.jsonl> [acks]
 //   node driver.js consume  <bootstrap> <topic> <partition> <count> <out.jsonl> [startOffset] [timeoutMs]
 //   node driver.js offsets  <bootstrap> <topic> [timestampMs]
+//   node driver.js reassign <bootstrap> <topic> <partition> <replicas,comma,separated>
 //
 // Record lines (both directions): {"o": offset, "p": partition, "k": b64|null, "v": b64|null,
 // "h": [[name, b64], ...], "ts": ms|null}. `produce` prints one JSON line with the per-partition
-// results kafkajs returned; `consume` writes one line per record; `offsets` prints JSON.
+// results kafkajs returned; `consume` writes one line per record; `offsets` prints JSON;
+// `reassign` starts a partition reassignment and prints the reassignments kafkajs then lists.
 //
 // kafkajs (2.2.4) has no consumer without a group (no `assign`), and Strata has no consumer groups
 // yet, so `consume` uses kafkajs's own Cluster/Broker objects to send Fetch requests and decode
@@ -200,6 +202,21 @@ async function offsets(bootstrap, topic, timestamp) {
   }
 }
 
+async function reassign(bootstrap, topic, partition, replicas) {
+  const admin = client(bootstrap).admin()
+  await admin.connect()
+  try {
+    await admin.alterPartitionReassignments({
+      topics: [{ topic, partitionAssignment: [{ partition, replicas }] }],
+      timeout: 30000,
+    })
+    const listed = await admin.listPartitionReassignments({ topics: [{ topic, partitions: [partition] }] })
+    process.stdout.write(JSON.stringify(listed) + '\n')
+  } finally {
+    await admin.disconnect()
+  }
+}
+
 async function main() {
   const [cmd, ...a] = process.argv.slice(2)
   switch (cmd) {
@@ -209,8 +226,10 @@ async function main() {
       return consume(a[0], a[1], Number(a[2]), Number(a[3]), a[4], a[5] || '0', Number(a[6] || 60000))
     case 'offsets':
       return offsets(a[0], a[1], a[2])
+    case 'reassign':
+      return reassign(a[0], a[1], Number(a[2]), a[3].split(',').map(Number))
     default:
-      throw new Error(`usage: driver.js produce|consume|offsets ... (got ${cmd})`)
+      throw new Error(`usage: driver.js produce|consume|offsets|reassign ... (got ${cmd})`)
   }
 }
 

@@ -6,6 +6,7 @@ use strata_protocol::messages::{
     allocate_producer_ids::AllocateProducerIdsResponse,
     alter_configs::{AlterConfigsResourceResponse, AlterConfigsResponse},
     alter_partition::AlterPartitionResponse,
+    alter_partition_reassignments::AlterPartitionReassignmentsResponse,
     broker_heartbeat::BrokerHeartbeatResponse,
     broker_registration::BrokerRegistrationResponse,
     create_partitions::{CreatePartitionsResponse, CreatePartitionsTopicResult},
@@ -13,6 +14,7 @@ use strata_protocol::messages::{
     delete_topics::{DeletableTopicResult, DeleteTopicsResponse},
     elect_leaders::ElectLeadersResponse,
     incremental_alter_configs as incremental,
+    list_partition_reassignments::ListPartitionReassignmentsResponse,
     unregister_broker::UnregisterBrokerResponse,
 };
 use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
@@ -44,6 +46,19 @@ pub fn not_controller(body: &RequestBody) -> ResponseBody {
         RequestBody::ElectLeaders(_) => {
             ElectLeadersResponse { error_code: NOT_CONTROLLER, ..Default::default() }.into()
         }
+        RequestBody::AlterPartitionReassignments(r) => AlterPartitionReassignmentsResponse {
+            error_code: NOT_CONTROLLER,
+            error_message: message(),
+            allow_replication_factor_change: r.allow_replication_factor_change,
+            ..Default::default()
+        }
+        .into(),
+        RequestBody::ListPartitionReassignments(_) => ListPartitionReassignmentsResponse {
+            error_code: NOT_CONTROLLER,
+            error_message: message(),
+            ..Default::default()
+        }
+        .into(),
         RequestBody::CreateTopics(r) => CreateTopicsResponse {
             topics: r
                 .topics
@@ -136,6 +151,8 @@ pub fn is_not_controller(response: &ResponseBody) -> bool {
         ResponseBody::AllocateProducerIds(r) => r.error_code == NOT_CONTROLLER,
         ResponseBody::UnregisterBroker(r) => r.error_code == NOT_CONTROLLER,
         ResponseBody::ElectLeaders(r) => r.error_code == NOT_CONTROLLER,
+        ResponseBody::AlterPartitionReassignments(r) => r.error_code == NOT_CONTROLLER,
+        ResponseBody::ListPartitionReassignments(r) => r.error_code == NOT_CONTROLLER,
         ResponseBody::DescribeQuorum(r) => crate::controller::quorum_answer::is_not_leader(r),
         ResponseBody::CreateTopics(r) => {
             !r.topics.is_empty() && r.topics.iter().all(|t| t.error_code == NOT_CONTROLLER)

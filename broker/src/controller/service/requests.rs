@@ -7,6 +7,7 @@ use crate::clock::now_ms;
 use crate::controller::brokers::{Heartbeat, Registration};
 use crate::controller::isr::{AlterIsr, IsrChange, IsrOutcome};
 use crate::controller::leaders::ElectionType;
+use crate::controller::reassign::ReassignRequest;
 use crate::metadata::{Endpoint, MetadataRecord};
 use strata_protocol::codec::Uuid;
 use strata_protocol::messages::{
@@ -15,11 +16,18 @@ use strata_protocol::messages::{
     alter_partition::{
         AlterPartitionRequest, AlterPartitionResponse, PartitionDataResponse, TopicDataResponse,
     },
+    alter_partition_reassignments::{
+        AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+        ReassignablePartitionResponse, ReassignableTopicResponse,
+    },
     broker_heartbeat::BrokerHeartbeatResponse,
     broker_registration::{BrokerRegistrationRequest, BrokerRegistrationResponse},
     delete_topics::DeleteTopicsResponse,
     elect_leaders::{ElectLeadersRequest, ElectLeadersResponse, PartitionResult, ReplicaElectionResult},
     incremental_alter_configs as incremental,
+    list_partition_reassignments::{
+        ListPartitionReassignmentsResponse, OngoingPartitionReassignment, OngoingTopicReassignment,
+    },
     unregister_broker::UnregisterBrokerResponse,
 };
 use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
@@ -134,6 +142,32 @@ impl Task {
                 self.written(records, response.into(), RequestBody::IncrementalAlterConfigs(r)).await
             }
             RequestBody::ElectLeaders(r) => self.elect_leaders(r, version).await.into(),
+            RequestBody::AlterPartitionReassignments(r) => self.alter_reassignments(r).await.into(),
+            RequestBody::ListPartitionReassignments(r) => {
+                let wanted: Option<Vec<(String, Vec<i32>)>> = r
+                    .topics
+                    .as_ref()
+                    .map(|ts| ts.iter().map(|t| (t.name.clone(), t.partition_indexes.clone())).collect());
+                let topics = self
+                    .state
+                    .list_reassignments(&image, wanted.as_deref())
+                    .into_iter()
+                    .map(|(name, partitions)| OngoingTopicReassignment {
+                        name,
+                        partitions: partitions
+                            .into_iter()
+                            .map(|p| OngoingPartitionReassignment {
+                                partition_index: p.partition,
+                                replicas: p.replicas,
+                                adding_replicas: p.adding_replicas,
+                                removing_replicas: p.removing_replicas,
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                ListPartitionReassignmentsResponse { error_message: None, topics, ..Default::default() }
+                    .into()
+            }
             RequestBody::UnregisterBroker(r) => {
                 let Some(b) = image.broker(r.broker_id) else {
                     return UnregisterBrokerResponse {
@@ -277,6 +311,63 @@ impl Task {
             })
             .collect();
         AlterPartitionResponse { topics, ..Default::default() }
+    }
+
+    async fn alter_reassignments(
+        &mut self,
+        r: AlterPartitionReassignmentsRequest,
+    ) -> AlterPartitionReassignmentsResponse {
+        let image = self.cache.current();
+        let changes: Vec<ReassignRequest> = r
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| ReassignRequest {
+                    topic: t.name.clone(),
+                    partition: p.partition_index,
+                    target: p.replicas.clone(),
+                })
+            })
+            .collect();
+        let (records, outcomes) =
+            self.state.alter_reassignments(&image, &changes, r.allow_replication_factor_change);
+        if !records.is_empty() && self.write(records).await.is_err() {
+            return AlterPartitionReassignmentsResponse {
+                error_code: ErrorCode::NotController.code(),
+                error_message: Some("this node is not the active controller".into()),
+                allow_replication_factor_change: r.allow_replication_factor_change,
+                ..Default::default()
+            };
+        }
+        let mut outcomes = outcomes.into_iter();
+        let responses = r
+            .topics
+            .iter()
+            .map(|t| ReassignableTopicResponse {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let (error_code, error_message) = match outcomes.next() {
+                            Some(o) => split(o),
+                            None => (ErrorCode::UnknownServerError.code(), None),
+                        };
+                        ReassignablePartitionResponse {
+                            partition_index: p.partition_index,
+                            error_code,
+                            error_message,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        AlterPartitionReassignmentsResponse {
+            allow_replication_factor_change: r.allow_replication_factor_change,
+            error_message: None,
+            responses,
+            ..Default::default()
+        }
     }
 
     async fn elect_leaders(&mut self, r: ElectLeadersRequest, version: i16) -> ElectLeadersResponse {

@@ -1,0 +1,114 @@
+"""Partition reassignment (KIP-455) on a 3-node cluster of real strata processes, driven by the
+admin clients of kafka-python and kafkajs. Proves:
+
+- a partition moved to another broker under continuous idempotent acks=all produce (its leader
+  among the replicas moved away) ends on the target replicas with the target as its ISR, the new
+  replica holds the records, the broker it left deletes its copy, and no acknowledged record is
+  lost, duplicated or reordered (history checker, drained);
+- a move that cannot finish (its new replica is down) is listed by ListPartitionReassignments
+  with its adding and removing replicas, by kafka-python and by kafkajs, until it is cancelled,
+  which puts the partition back on its original replicas;
+- a cancel with nothing in progress, a target naming an unknown broker and an unknown partition
+  get NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT and UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kafka import TopicPartition as KafkaPythonTopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import (InvalidReplicationAssignmentError, NoReassignmentInProgressError,
+                          UnknownTopicOrPartitionError)
+
+import util
+from groups_util import PacedProducer
+from test_replication import assert_drained, create
+from util import wait_until
+
+
+def admin(c) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=c.live_bootstrap().split(","), request_timeout_ms=30_000)
+
+
+def state(c, topic: str):
+    """(replicas, isr, leader) of partition 0 as a live broker's metadata has it."""
+    p = c.metadata().topics[topic].partitions[0]
+    return list(p.replicas), set(p.isrs), p.leader
+
+
+@pytest.mark.timeout(240)
+def test_a_partition_moved_under_acks_all_load_keeps_every_record_and_leaves_its_old_broker(
+        cluster_factory):
+    c = cluster_factory()
+    topic = util.unique_topic("move")
+    create(c.bootstrap, topic, partitions=1, rf=2, config={"min.insync.replicas": "2"})
+    replicas, _, _ = state(c, topic)
+    c.wait_isr(topic, 0, set(replicas))
+    leaving = replicas[0]  # the preferred replica, so the leader moves too
+    (arriving,) = {0, 1, 2} - set(replicas)
+    target = [arriving, replicas[1]]
+    prod = PacedProducer(c.bootstrap, topic, 1, rate=300, tag="mv")
+    try:
+        prod.wait_acked(600, 60)
+        kp = admin(c)
+        try:
+            tp = KafkaPythonTopicPartition(topic, 0)
+            assert kp.alter_partition_reassignments({tp: target}) == {tp: None}
+            wait_until(lambda: kp.list_partition_reassignments() == {}, 60, "the move to finish")
+        finally:
+            kp.close()
+        wait_until(lambda: state(c, topic)[:2] == (target, set(target)), 30,
+                   f"replicas and ISR {target} in the metadata")
+        assert state(c, topic)[2] in target, "a target replica leads"
+        wait_until(lambda: not c.nodes[leaving].partition_dir(topic, 0).exists(), 30,
+                   f"node {leaving} to delete the partition it left")
+        prod.wait_acked(len(prod.acks) + 600, 60)
+        sends = prod.stop(60)
+    finally:
+        prod.close()
+    assert not prod.errors, prod.errors[:5]
+    assert_drained(c.bootstrap, topic, sends, f"after moving {replicas} to {target}", partitions=1)
+    stored = b"".join(seg.read_bytes() for seg in c.nodes[arriving].segment_files(topic, 0))
+    assert stored.count(b"mv-") >= len(sends), f"node {arriving} holds every record"
+
+
+@pytest.mark.timeout(240)
+def test_a_move_that_cannot_finish_is_listed_until_cancelled_and_bad_requests_get_kafkas_errors(
+        cluster_factory, tmp_path):
+    c = cluster_factory()
+    topic = util.unique_topic("stuck")
+    create(c.bootstrap, topic, partitions=1, rf=2)
+    replicas, _, _ = state(c, topic)
+    c.wait_isr(topic, 0, set(replicas))
+    (down,) = {0, 1, 2} - set(replicas)
+    c.kill(down)
+    util.confluent_produce(c.live_bootstrap(), topic, util.make_records(50, "STUCK"), acks="all")
+
+    # kafkajs starts it; the new replica is down, so it stays in progress.
+    listed = util.kafkajs_reassign(c.live_bootstrap(), topic, 0, [down, replicas[0]])
+    (t,) = listed["topics"]
+    (p,) = t["partitions"]
+    assert (t["name"], p["addingReplicas"], p["removingReplicas"]) == (topic, [down], [replicas[1]]), listed
+    assert p["replicas"] == [down, replicas[0], replicas[1]], listed
+    tp = KafkaPythonTopicPartition(topic, 0)
+    kp = admin(c)
+    try:
+        assert kp.list_partition_reassignments() == {tp: {
+            "replicas": [down, replicas[0], replicas[1]],
+            "adding_replicas": [down],
+            "removing_replicas": [replicas[1]],
+        }}
+        assert state(c, topic)[1] == set(replicas), "the ISR waits for the new replica"
+        # Cancelled: back on the original replicas.
+        assert kp.alter_partition_reassignments({tp: None}) == {tp: None}
+        wait_until(lambda: kp.list_partition_reassignments() == {}, 30, "the cancel")
+        wait_until(lambda: state(c, topic)[:2] == (replicas, set(replicas)), 30, "the original replicas")
+        # Kafka's errors.
+        assert kp.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+        assert kp.alter_partition_reassignments({tp: [replicas[0], 99]}) == {tp: InvalidReplicationAssignmentError}
+        ghost = KafkaPythonTopicPartition(topic, 7)
+        assert kp.alter_partition_reassignments({ghost: replicas}) == {ghost: UnknownTopicOrPartitionError}
+    finally:
+        kp.close()
+    got = util.kafkajs_read(c.live_bootstrap(), topic, 0, 50, tmp_path)
+    assert [g.value for g in got] == [r.value for r in util.make_records(50, "STUCK")]
