@@ -147,11 +147,11 @@ class Cluster:
                         continue
                     seen[i] = q
                     if q.error_code == 0 and q.leader_id >= 0:
-                        return q.leader_id
+                        return (q.leader_id,)  # a tuple: node id 0 is falsy
             return None
 
         try:
-            return wait_until(leader, timeout, "a quorum leader", interval=0.1)
+            return wait_until(leader, timeout, "a quorum leader", interval=0.1)[0]
         except TimeoutError as e:
             raise TimeoutError(f"{e}; last answers by node: {seen!r}") from None
 

@@ -82,6 +82,8 @@ def test_a_move_that_cannot_finish_is_listed_until_cancelled_and_bad_requests_ge
     c.wait_isr(topic, 0, set(replicas))
     (down,) = {0, 1, 2} - set(replicas)
     c.kill(down)
+    # Fenced first, so no admin client picks the dead broker from the metadata to ask.
+    wait_until(lambda: down not in c.metadata().brokers, 60, f"node {down} fenced")
     util.confluent_produce(c.live_bootstrap(), topic, util.make_records(50, "STUCK"), acks="all")
 
     # kafkajs starts it; the new replica is down, so it stays in progress.

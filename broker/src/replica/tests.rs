@@ -45,6 +45,14 @@ fn replicas(dir: &std::path::Path) -> ReplicaManager {
     replicas
 }
 
+/// A replica manager for node 1 hosting `r-0` with no role yet (kept alive beside it).
+fn hosted_r0(dir: &std::path::Path) -> (ReplicaManager, Arc<Partition>) {
+    let logs = LogManager::open(dir, LogConfig::default(), 0).expect("log manager");
+    let replicas = ReplicaManager::new(logs, 1);
+    let p = replicas.ensure("r", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    (replicas, p)
+}
+
 #[tokio::test]
 async fn an_append_wakes_only_the_fetches_parked_on_its_partition() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -98,9 +106,7 @@ async fn a_leader_alone_in_its_isr_commits_at_once() {
 #[tokio::test]
 async fn the_high_watermark_waits_for_followers_and_a_follower_fetch_moves_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
-    let replicas = ReplicaManager::new(logs, 1);
-    let p = replicas.ensure("r", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    let (_replicas, p) = hosted_r0(dir.path());
     assert!(p.make_leader(&record(0, &[1, 2], &[1, 2], 1, 3), 0));
     let info = p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
     assert_eq!(p.high_watermark(), 0, "follower 2 has not fetched");
@@ -121,9 +127,7 @@ async fn the_high_watermark_waits_for_followers_and_a_follower_fetch_moves_it() 
 #[tokio::test]
 async fn losing_leadership_fails_waiting_produces_and_refuses_appends() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
-    let replicas = ReplicaManager::new(logs, 1);
-    let p = replicas.ensure("r", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    let (_replicas, p) = hosted_r0(dir.path());
     p.make_leader(&record(0, &[1, 2], &[1, 2], 1, 3), 0);
     let info = p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
     let waiter = {
@@ -145,9 +149,7 @@ async fn losing_leadership_fails_waiting_produces_and_refuses_appends() {
 #[tokio::test]
 async fn an_isr_shrink_is_proposed_and_committed_then_the_high_watermark_moves() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
-    let replicas = ReplicaManager::new(logs, 1);
-    let p = replicas.ensure("r", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    let (_replicas, p) = hosted_r0(dir.path());
     p.make_leader(&record(0, &[1, 2], &[1, 2], 1, 3), 0);
     p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
     assert!(p.maybe_shrink_isr(10, 30_000).is_none());
@@ -163,9 +165,7 @@ async fn an_isr_shrink_is_proposed_and_committed_then_the_high_watermark_moves()
 #[tokio::test]
 async fn a_replica_added_by_a_reassignment_is_followed_and_joins_the_isr() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let logs = LogManager::open(dir.path(), LogConfig::default(), 0).expect("log manager");
-    let replicas = ReplicaManager::new(logs, 1);
-    let p = replicas.ensure("r", 0, Uuid([7; 16]), &LogConfig::default()).expect("partition");
+    let (_replicas, p) = hosted_r0(dir.path());
     p.make_leader(&record(0, &[1, 2], &[1, 2], 1, 3), 0);
     p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
     let leo = p.log.log_end_offset();
