@@ -9,10 +9,17 @@ admin clients of kafka-python and kafkajs. Proves:
   with its adding and removing replicas, by kafka-python and by kafkajs, until it is cancelled,
   which puts the partition back on its original replicas;
 - a cancel with nothing in progress, a target naming an unknown broker and an unknown partition
-  get NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT and UNKNOWN_TOPIC_OR_PARTITION.
+  get NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT and UNKNOWN_TOPIC_OR_PARTITION;
+- `strata partition reassign --wait` moves partitions and returns once they moved, `strata
+  partition reassignments` lists a stuck move as the admin clients do, a cancel with nothing in
+  progress exits 1 naming Kafka's error, and `strata partition elect-leaders` gives a partition
+  back to its preferred replica.
 """
 
 from __future__ import annotations
+
+import json
+import subprocess
 
 import pytest
 from kafka import TopicPartition as KafkaPythonTopicPartition
@@ -23,11 +30,20 @@ from kafka.errors import (InvalidReplicationAssignmentError, NoReassignmentInPro
 import util
 from groups_util import PacedProducer
 from test_replication import assert_drained, create
+from broker import strata_bin
 from util import wait_until
 
 
 def admin(c) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=c.live_bootstrap().split(","), request_timeout_ms=30_000)
+
+
+def strata(bootstrap: str, *args: str, status: int = 0):
+    """The JSON output of a `strata partition` command, which must exit with `status`."""
+    p = subprocess.run([str(strata_bin()), "partition", *args, "-b", bootstrap, "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == status, f"strata partition {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
+    return json.loads(p.stdout)
 
 
 def state(c, topic: str):
@@ -92,6 +108,9 @@ def test_a_move_that_cannot_finish_is_listed_until_cancelled_and_bad_requests_ge
     (p,) = t["partitions"]
     assert (t["name"], p["addingReplicas"], p["removingReplicas"]) == (topic, [down], [replicas[1]]), listed
     assert p["replicas"] == [down, replicas[0], replicas[1]], listed
+    assert strata(c.live_bootstrap(), "reassignments", topic) == [{
+        "topic": topic, "partition": 0, "replicas": [down, replicas[0], replicas[1]], "adding": [down],
+        "removing": [replicas[1]]}]
     tp = KafkaPythonTopicPartition(topic, 0)
     kp = admin(c)
     try:
@@ -114,3 +133,38 @@ def test_a_move_that_cannot_finish_is_listed_until_cancelled_and_bad_requests_ge
         kp.close()
     got = util.kafkajs_read(c.live_bootstrap(), topic, 0, 50, tmp_path)
     assert [g.value for g in got] == [r.value for r in util.make_records(50, "STUCK")]
+
+
+@pytest.mark.timeout(180)
+def test_the_command_line_tool_moves_partitions_and_elects_their_leaders(cluster_factory, tmp_path):
+    c = cluster_factory()
+    topic = util.unique_topic("climove")
+    create(c.bootstrap, topic, partitions=2, rf=1)
+    before = {p: c.metadata().topics[topic].partitions[p].replicas[0] for p in (0, 1)}
+    util.confluent_produce(c.bootstrap, topic, util.make_records(40, "CLI", partitions=2), acks="all")
+    # Partition 0 to two other brokers, partition 1 to the next broker.
+    others = [n for n in (0, 1, 2) if n != before[0]]
+    target = {0: others, 1: [(before[1] + 1) % 3]}
+    moved = strata(c.bootstrap, "reassign", f"{topic}:0={target[0][0]},{target[0][1]}",
+                   f"{topic}:1={target[1][0]}", "--wait", "--wait-timeout-ms", "60000")
+    assert moved == [{"topic": topic, "partition": p, "error": None} for p in (0, 1)], moved
+    for p in (0, 1):
+        wait_until(lambda: list(c.metadata().topics[topic].partitions[p].replicas) == target[p], 30,
+                   f"partition {p} on {target[p]}")
+    assert strata(c.bootstrap, "reassignments") == []
+    cancelled = strata(c.bootstrap, "cancel-reassignment", f"{topic}:0", status=1)
+    assert [r["error"] for r in cancelled] == ["NO_REASSIGNMENT_IN_PROGRESS"], cancelled
+
+    # The leader of partition 0 moved off its preferred replica by a move, then elected back.
+    wait_until(lambda: set(c.metadata().topics[topic].partitions[0].isrs) == set(target[0]), 30, "both in sync")
+    reversed_ = [target[0][1], target[0][0]]
+    strata(c.bootstrap, "reassign", f"{topic}:0={reversed_[0]},{reversed_[1]}", "--wait")
+    wait_until(lambda: list(c.metadata().topics[topic].partitions[0].replicas) == reversed_, 30, "reordered")
+    assert c.metadata().topics[topic].partitions[0].leader == target[0][0], "a reorder keeps the leader"
+    elected = strata(c.bootstrap, "elect-leaders", topic)
+    assert {r["partition"]: r["error"] for r in elected} == {0: None, 1: "ELECTION_NOT_NEEDED"}, elected
+    wait_until(lambda: c.metadata().topics[topic].partitions[0].leader == reversed_[0], 30,
+               f"node {reversed_[0]} leading partition 0")
+    for p in (0, 1):
+        got = util.kafkajs_read(c.bootstrap, topic, p, 20, tmp_path)
+        assert len(got) == 20, f"partition {p} kept its records: {len(got)}"

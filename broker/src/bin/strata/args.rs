@@ -61,6 +61,20 @@ pub enum Command {
         #[command(subcommand)]
         action: GroupAction,
     },
+    /// Move partitions between brokers and elect their leaders.
+    #[command(after_help = "Examples:\n  \
+        strata partition reassign orders:0=2,3 orders:1=3,1 --wait\n  \
+        strata partition reassignments\n  \
+        strata partition cancel-reassignment orders:0\n  \
+        strata partition elect-leaders orders --election-type preferred")]
+    Partition {
+        /// Connection and output.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// What to do.
+        #[command(subcommand)]
+        action: PartitionAction,
+    },
     /// Describe the cluster.
     Cluster {
         /// Connection and output.
@@ -345,6 +359,91 @@ fn non_empty(s: &str) -> Result<String, String> {
     }
 }
 
+/// `strata partition ...`: what `kafka-reassign-partitions.sh` and
+/// `kafka-leader-election.sh` do, by partition names on the command line rather than a
+/// JSON file.
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum PartitionAction {
+    /// Start moving partitions to new replicas (AlterPartitionReassignments); a move
+    /// finishes on its own once the new replicas are in sync.
+    Reassign {
+        /// TOPIC:PARTITION=BROKER,BROKER,...: the target replicas, the preferred leader
+        /// first; repeatable.
+        #[arg(required = true, value_name = "TOPIC:PARTITION=REPLICAS", value_parser = partition_move)]
+        moves: Vec<PartitionMove>,
+        /// Wait until every move has finished.
+        #[arg(long)]
+        wait: bool,
+        /// How long `--wait` waits, in ms.
+        #[arg(long, default_value_t = 300_000, value_name = "MS", requires = "wait")]
+        wait_timeout_ms: u64,
+    },
+    /// List the moves in progress (ListPartitionReassignments): of these topics, or of all.
+    Reassignments {
+        /// Topic names (none: every topic).
+        topics: Vec<String>,
+    },
+    /// Cancel moves in progress: each partition goes back to the replicas it had.
+    CancelReassignment {
+        /// TOPIC:PARTITION; repeatable.
+        #[arg(required = true, value_name = "TOPIC:PARTITION", value_parser = topic_partition)]
+        partitions: Vec<(String, i32)>,
+    },
+    /// Elect leaders (ElectLeaders): the preferred replica where it is in sync, or with
+    /// `--election-type unclean` any live replica of a partition with none in sync.
+    ElectLeaders {
+        /// TOPIC (every partition of it) or TOPIC:PARTITION; none: every partition.
+        #[arg(value_name = "TOPIC[:PARTITION]")]
+        partitions: Vec<String>,
+        /// Which replica may be chosen.
+        #[arg(long, value_enum, default_value_t = Election::Preferred)]
+        election_type: Election,
+    },
+}
+
+/// One partition's target replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMove {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Target replicas, the preferred leader first.
+    pub replicas: Vec<i32>,
+}
+
+/// `--election-type`, by the names of Kafka's tool.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Election {
+    /// The first replica of the assignment, if it is in sync.
+    Preferred,
+    /// Any live replica when none is in sync (may lose records).
+    Unclean,
+}
+
+/// Parses `TOPIC:PARTITION` (the topic may hold `:` only before the last one).
+fn topic_partition(s: &str) -> Result<(String, i32), String> {
+    let bad = || format!("expected TOPIC:PARTITION, got {s:?}");
+    let (topic, partition) = s.rsplit_once(':').ok_or_else(bad)?;
+    let partition = partition.parse::<i32>().ok().filter(|p| *p >= 0).ok_or_else(bad)?;
+    if topic.is_empty() {
+        return Err(bad());
+    }
+    Ok((topic.to_string(), partition))
+}
+
+/// Parses `TOPIC:PARTITION=1,2,3`.
+fn partition_move(s: &str) -> Result<PartitionMove, String> {
+    let (tp, replicas) =
+        s.rsplit_once('=').ok_or_else(|| format!("expected TOPIC:PARTITION=BROKER,..., got {s:?}"))?;
+    let (topic, partition) = topic_partition(tp)?;
+    let replicas = replicas
+        .split(',')
+        .map(|id| id.trim().parse::<i32>().map_err(|_| format!("{s:?}: {id:?} is not a broker id")))
+        .collect::<Result<Vec<i32>, String>>()?;
+    Ok(PartitionMove { topic, partition, replicas })
+}
+
 /// `strata cluster ...`.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum ClusterAction {
@@ -390,6 +489,43 @@ mod tests {
         assert_eq!(
             (args.config, args.overrides),
             (Some(PathBuf::from("x.properties")), vec!["a=1".to_string()])
+        );
+    }
+
+    #[test]
+    fn partition_moves_and_names_parse() {
+        let cli = parse(&["partition", "reassign", "a:b:0=2,3", "t:1=1", "--wait"]);
+        let Some(Command::Partition { action, .. }) = cli.command else { panic!("partition") };
+        let PartitionAction::Reassign { moves, wait, wait_timeout_ms } = action else { panic!("reassign") };
+        assert!(wait);
+        assert_eq!(wait_timeout_ms, 300_000);
+        assert_eq!(
+            moves,
+            vec![
+                PartitionMove { topic: "a:b".into(), partition: 0, replicas: vec![2, 3] },
+                PartitionMove { topic: "t".into(), partition: 1, replicas: vec![1] },
+            ]
+        );
+        for bad in [
+            &["partition", "reassign", "t=1"][..],
+            &["partition", "reassign", "t:0=x"],
+            &["partition", "reassign", "t:-1=1"],
+            &["partition", "cancel-reassignment", ":0"],
+            &["partition", "cancel-reassignment"],
+            &["partition", "reassign", "t:0=1", "--wait-timeout-ms", "5"],
+        ] {
+            let mut argv = vec!["strata"];
+            argv.extend_from_slice(bad);
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?} is refused");
+        }
+        let cli = parse(&["partition", "elect-leaders", "t", "u:2", "--election-type", "unclean"]);
+        let Some(Command::Partition { action, .. }) = cli.command else { panic!("partition") };
+        assert_eq!(
+            action,
+            PartitionAction::ElectLeaders {
+                partitions: vec!["t".into(), "u:2".into()],
+                election_type: Election::Unclean
+            }
         );
     }
 

@@ -1,6 +1,6 @@
 //! `strata [server.properties] [--override key=value]...` runs one broker until SIGTERM
 //! or SIGINT, then shuts down cleanly (`strata broker ...` is the same).
-//! `strata topic|group|cluster|produce|consume ...` are client tools, in the spirit of
+//! `strata topic|group|partition|cluster|produce|consume ...` are client tools, in the spirit of
 //! `kcat` and `rpk`, that work against any Kafka-compatible cluster (see [`args`]).
 
 mod args;
@@ -9,6 +9,7 @@ mod consume;
 mod format;
 mod group;
 mod output;
+mod partition;
 mod produce;
 mod signals;
 mod topic;
@@ -26,6 +27,9 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Broker(args)) => run_broker(args),
         Some(Command::Topic { client, action }) => run_tool(&client, |c| topic::run(c, &client, action)),
         Some(Command::Group { client, action }) => run_tool(&client, |c| group::run(c, &client, action)),
+        Some(Command::Partition { client, action }) => {
+            run_tool(&client, |c| partition::run(c, &client, action))
+        }
         Some(Command::Cluster { client, action }) => run_tool(&client, |c| cluster::run(c, &client, action)),
         Some(Command::Produce { client, args }) => {
             run_with(produce::config(&client, &args), |config| produce::run(config, &client, args))
