@@ -75,6 +75,10 @@ impl Lifecycle {
     }
 }
 
+/// How many shutdown heartbeats in a row may go unanswered before a broker that leads
+/// nothing another replica could take over stops waiting for the controller.
+const UNANSWERED_BEFORE_GIVING_UP: u32 = 3;
+
 /// Registers and heartbeats until the broker is gone.
 pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
     lifecycle.fenced.store(true, Ordering::Release);
@@ -126,6 +130,8 @@ async fn register(b: &Arc<Broker>) -> i64 {
 /// Heartbeats until the controller says the registration is stale (then returns true:
 /// register again) or the broker is gone (false).
 async fn heartbeat_until_stale(broker: &Weak<Broker>, lifecycle: &Lifecycle) -> bool {
+    // Heartbeats in a row that asked to shut down and got no answer.
+    let mut unanswered_shutdown = 0;
     loop {
         let Some(b) = broker.upgrade() else { return false };
         let interval = Duration::from_millis(b.config.cluster.broker_heartbeat_interval_ms);
@@ -139,7 +145,17 @@ async fn heartbeat_until_stale(broker: &Weak<Broker>, lifecycle: &Lifecycle) -> 
             ..Default::default()
         };
         let timeout = interval.max(Duration::from_millis(1000));
-        match b.controller_channel().call(RequestBody::BrokerHeartbeat(request), 1, timeout).await {
+        let answer = b.controller_channel().call(RequestBody::BrokerHeartbeat(request), 1, timeout).await;
+        unanswered_shutdown = if shutting_down && answer.is_err() { unanswered_shutdown + 1 } else { 0 };
+        if unanswered_shutdown >= UNANSWERED_BEFORE_GIVING_UP
+            && !b.metadata.current().leads_movable(b.config.node_id)
+        {
+            // The quorum is gone (the whole cluster is stopping, or this broker is cut off
+            // from it): no leadership can move without it, and none that could is led here.
+            tracing::info!("the controller does not answer and no other replica could lead in this broker's place: shutting down without it");
+            lifecycle.may_exit.send_replace(true);
+        }
+        match answer {
             Ok(ResponseBody::BrokerHeartbeat(r)) => match ErrorCode::from_code(r.error_code) {
                 Some(ErrorCode::None) => {
                     let was = lifecycle.fenced.swap(r.is_fenced, Ordering::AcqRel);

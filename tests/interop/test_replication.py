@@ -14,7 +14,8 @@ clients. Proves:
   acknowledged is lost (the old leader truncates its unreplicated tail);
 - the controller quorum that lost its majority makes progress again once the voters restart;
 - SIGTERM is a controlled shutdown: leadership moves away before the broker exits, so a producer
-  sees no error; preferred leader election (ElectLeaders) moves it back;
+  sees no error; preferred leader election (ElectLeaders) moves it back; the whole cluster
+  stopped at once exits cleanly without the last broker waiting out its wait for a controller;
 - DeleteRecords answers only once every live replica has moved its log start offset: the leader
   killed right after the answer leaves a new leader that starts at the deleted offset too;
 - a broker that was down while a topic was deleted and created again under the same name does not
@@ -269,6 +270,14 @@ def test_sigterm_moves_leadership_away_first_and_preferred_election_brings_it_ba
         prod.close()
     assert not prod.errors, f"a controlled shutdown must not surface errors: {prod.errors[:5]}"
     assert_drained(c.bootstrap, topic, sends, "after a controlled shutdown and preferred election")
+    # The whole cluster stopped at once: the last broker's quorum is gone, so it cannot be let go
+    # by a controller; with nothing another replica could lead it exits without waiting out its
+    # controlled-shutdown wait (10 s here).
+    started = time.monotonic()
+    problems = c.stop_all()
+    took = time.monotonic() - started
+    assert not problems, problems
+    assert took < 8, f"stopping every node at once took {took:.1f} s"
 
 
 @pytest.mark.timeout(180)

@@ -154,7 +154,7 @@ impl ControllerState {
                 reply.should_shut_down = true;
             } else {
                 let offset = *session.shutdown_offset.get_or_insert(image.applied_index);
-                if hb.current_metadata_offset >= offset as i64 && !leads_anything(image, hb.node_id) {
+                if hb.current_metadata_offset >= offset as i64 && !image.leads_movable(hb.node_id) {
                     pending.push(MetadataRecord::FenceBroker {
                         node_id: hb.node_id,
                         broker_epoch: broker.epoch,
@@ -243,15 +243,6 @@ impl ControllerState {
             }
         }
     }
-}
-
-/// True if `node_id` leads a partition that another active replica could lead.
-fn leads_anything(image: &MetadataImage, node_id: i32) -> bool {
-    image
-        .topics
-        .values()
-        .flat_map(|t| t.partitions.iter())
-        .any(|p| p.leader == node_id && p.isr.iter().any(|&r| r != node_id && image.is_active(r)))
 }
 
 #[cfg(test)]

@@ -133,6 +133,15 @@ impl MetadataImage {
         self.brokers.get(&node_id).is_some_and(|b| b.is_active())
     }
 
+    /// True if `node_id` leads a partition that another active replica could lead: what
+    /// a controlled shutdown waits to have moved.
+    pub fn leads_movable(&self, node_id: i32) -> bool {
+        self.topics
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .any(|p| p.leader == node_id && p.isr.iter().any(|&r| r != node_id && self.is_active(r)))
+    }
+
     /// Applies the records of the Raft entry at `index`, in order.
     pub fn apply_batch(&mut self, index: u64, records: &[MetadataRecord]) -> ApplyOutcome {
         let mut outcome = ApplyOutcome::default();
