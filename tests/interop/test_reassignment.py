@@ -137,7 +137,8 @@ def test_a_move_that_cannot_finish_is_listed_until_cancelled_and_bad_requests_ge
 
 @pytest.mark.timeout(180)
 def test_the_command_line_tool_moves_partitions_and_elects_their_leaders(cluster_factory, tmp_path):
-    c = cluster_factory()
+    # No automatic rebalance: the preferred election is the tool's.
+    c = cluster_factory(overrides={"auto.leader.rebalance.enable": "false"})
     topic = util.unique_topic("climove")
     create(c.bootstrap, topic, partitions=2, rf=1)
     before = {p: c.metadata().topics[topic].partitions[p].replicas[0] for p in (0, 1)}
