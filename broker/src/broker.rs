@@ -7,6 +7,7 @@ use crate::metadata::{MetadataCache, MetadataImage, MetadataRecord};
 use crate::replica::{Partition, ReplicaManager};
 use crate::replication::alter_isr::IsrChanges;
 use crate::replication::fetcher::FetcherManager;
+use crate::replication::throttle;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -84,6 +85,12 @@ pub struct Broker {
     /// The broker-level topic defaults in force: server.properties under the dynamic
     /// broker configs of the metadata (swapped when those change).
     topic_defaults: arc_swap::ArcSwap<crate::config::topic::TopicDefaults>,
+    /// What this broker serves, as a leader, to throttled replicas out of the ISR
+    /// (`leader.replication.throttled.rate`).
+    pub leader_quota: throttle::ReplicationQuota,
+    /// What this broker fetches, as a follower, for throttled replicas out of the ISR
+    /// (`follower.replication.throttled.rate`).
+    pub follower_quota: throttle::ReplicationQuota,
     /// The budget of request bytes in memory (`queued.max.request.bytes`; `None`: unbounded).
     pub request_memory: Option<Arc<crate::connection::limits::RequestMemory>>,
     /// The cluster id from `meta.properties`, until the quorum's is known.
@@ -132,6 +139,8 @@ impl Broker {
             connection_limits: crate::connection::limits::ConnectionLimits::new(config.connections.clone()),
             fetch_sessions: crate::fetch_session::FetchSessionCache::new(config.fetch_session_slots),
             topic_defaults: arc_swap::ArcSwap::from_pointee(config.topic_defaults.clone()),
+            leader_quota: throttle::ReplicationQuota::default(),
+            follower_quota: throttle::ReplicationQuota::default(),
             request_memory: config
                 .connections
                 .queued_max_request_bytes
@@ -202,6 +211,9 @@ impl Broker {
             .topic_defaults
             .with_dynamic(image.broker_configs.get(""), image.broker_configs.get(&me));
         self.topic_defaults.store(Arc::new(defaults));
+        let (mine, cluster) = (image.broker_configs.get(&me), image.broker_configs.get(""));
+        self.leader_quota.set_rate(throttle::rate_of(throttle::LEADER_RATE, mine, cluster));
+        self.follower_quota.set_rate(throttle::rate_of(throttle::FOLLOWER_RATE, mine, cluster));
         true
     }
 

@@ -13,13 +13,19 @@ admin clients of kafka-python and kafkajs. Proves:
 - `strata partition reassign --wait` moves partitions and returns once they moved, `strata
   partition reassignments` lists a stuck move as the admin clients do, a cancel with nothing in
   progress exits 1 naming Kafka's error, and `strata partition elect-leaders` gives a partition
-  back to its preferred replica.
+  back to its preferred replica;
+- a move throttled as `kafka-reassign-partitions.sh --throttle` throttles it (the topic's
+  `leader/follower.replication.throttled.replicas` and every broker's
+  `leader/follower.replication.throttled.rate`) copies at about the rate, and finishes once the
+  rates are removed.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import subprocess
+import time
 
 import pytest
 from kafka import TopicPartition as KafkaPythonTopicPartition
@@ -169,3 +175,60 @@ def test_the_command_line_tool_moves_partitions_and_elects_their_leaders(cluster
     for p in (0, 1):
         got = util.kafkajs_read(c.bootstrap, topic, p, 20, tmp_path)
         assert len(got) == 20, f"partition {p} kept its records: {len(got)}"
+
+
+@pytest.mark.timeout(240)
+def test_a_throttled_move_waits_for_its_quota_and_finishes_once_the_throttle_is_lifted(cluster_factory):
+    from confluent_kafka.admin import AdminClient
+
+    from test_dynamic_configs import broker_configs, set_broker
+
+    c = cluster_factory()
+    topic = util.unique_topic("throttle")
+    create(c.bootstrap, topic, partitions=1, rf=1)
+    (source,) = state(c, topic)[0]
+    arriving = (source + 1) % 3
+    rng = random.Random(7)
+    values = [rng.randbytes(8192) for _ in range(1000)]  # 8 MB, incompressible
+    util.confluent_produce(c.bootstrap, topic, [util.Rec(key=None, value=v, partition=0) for v in values], acks="all")
+
+    # What kafka-reassign-partitions.sh --throttle sets: the topic's throttled replicas, and a
+    # rate on every broker (100 KB/s each way).
+    a = AdminClient({"bootstrap.servers": c.bootstrap, "log_level": 4})
+    kp = admin(c)
+    try:
+        for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
+            assert strata_topic_config(c.bootstrap, topic, key, "*") == 0
+        assert strata_topic_config(c.bootstrap, topic, "leader.replication.throttled.replicas", "0:x") != 0, \
+            "a malformed replica list is refused"
+        for node in range(3):
+            for key in ("leader.replication.throttled.rate", "follower.replication.throttled.rate"):
+                assert set_broker(a, str(node), key, "100000") == 0
+        wait_until(lambda: all(
+            broker_configs(a, str(n))["leader.replication.throttled.rate"].value == "100000" for n in range(3)),
+            30, "every broker to apply the rate")
+        tp = KafkaPythonTopicPartition(topic, 0)
+        assert kp.alter_partition_reassignments({tp: [source, arriving]}) == {tp: None}
+
+        # A negative, so a fixed look: unthrottled, 8 MB moves on loopback in well under a second.
+        time.sleep(3)
+        copied = sum(f.stat().st_size for f in c.nodes[arriving].segment_files(topic, 0))
+        assert kp.list_partition_reassignments() != {}, "the throttled move is still in progress"
+        assert copied < 3_000_000, f"{copied} bytes copied in 3 s at 100 KB/s"
+
+        for node in range(3):
+            for key in ("leader.replication.throttled.rate", "follower.replication.throttled.rate"):
+                assert set_broker(a, str(node), key, None) == 0
+        wait_until(lambda: kp.list_partition_reassignments() == {}, 60, "the move to finish unthrottled")
+    finally:
+        kp.close()
+    wait_until(lambda: state(c, topic)[:2] == ([source, arriving], {source, arriving}), 30, "both in sync")
+    stored = b"".join(seg.read_bytes() for seg in c.nodes[arriving].segment_files(topic, 0))
+    assert all(v in stored for v in (values[0], values[-1])), "the new replica holds the records"
+
+
+def strata_topic_config(bootstrap: str, topic: str, key: str, value: str) -> int:
+    """Sets a topic config with `strata topic alter-config`; its exit status."""
+    p = subprocess.run([str(strata_bin()), "topic", "alter-config", topic, "--set", f"{key}={value}",
+                        "-b", bootstrap], capture_output=True, text=True, timeout=60)
+    return p.returncode

@@ -26,6 +26,8 @@ pub enum Kind {
     List(&'static [&'static str]),
     /// A 32-bit integer in one of these inclusive ranges (a codec's levels).
     IntIn(&'static [(i32, i32)]),
+    /// `*` or `partition:broker` pairs (the throttled replicas of a topic).
+    ReplicaList,
 }
 
 impl Kind {
@@ -37,7 +39,7 @@ impl Kind {
             Kind::Int(_) | Kind::IntIn(_) => 3,
             Kind::Long(_) => 5,
             Kind::Ratio => 6,
-            Kind::List(_) => 7,
+            Kind::List(_) | Kind::ReplicaList => 7,
         }
     }
 }
@@ -197,14 +199,37 @@ pub const KEYS: &[Key] = &[
     },
 ];
 
+/// Topic keys with no broker-level default (`broker_key` is empty): Kafka's throttled
+/// replica lists, which the replication throttles read (`replication::throttle`).
+pub const TOPIC_ONLY_KEYS: &[Key] = &[
+    Key {
+        name: "follower.replication.throttled.replicas",
+        broker_key: "",
+        default: "",
+        kind: Kind::ReplicaList,
+    },
+    Key {
+        name: "leader.replication.throttled.replicas",
+        broker_key: "",
+        default: "",
+        kind: Kind::ReplicaList,
+    },
+];
+
 /// Looks up a topic config key.
 pub fn key(name: &str) -> Option<&'static Key> {
-    KEYS.iter().find(|k| k.name == name)
+    KEYS.iter().chain(TOPIC_ONLY_KEYS).find(|k| k.name == name)
 }
 
 /// Checks `value` against the kind of `name`; the error says what is wrong.
 pub fn validate(name: &str, value: &str) -> Result<(), String> {
     let k = key(name).ok_or_else(|| format!("unknown topic config {name}"))?;
+    validate_key(k, value)
+}
+
+/// Checks `value` against the kind of key `k`, which may be a broker-only key.
+pub fn validate_key(k: &Key, value: &str) -> Result<(), String> {
+    let name = k.name;
     let int = |min: i64, max: i64| -> Result<(), String> {
         let v: i64 = value.trim().parse().map_err(|_| format!("{name} must be an integer"))?;
         if v < min || v > max {
@@ -237,6 +262,7 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
                 Err(format!("{name} must be one of {}", words.join(", ")))
             }
         }
+        Kind::ReplicaList => crate::replication::throttle::validate_replicas(value),
         Kind::List(words) => {
             let items: Vec<&str> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
             if items.is_empty() || items.iter().any(|i| !words.contains(i)) {

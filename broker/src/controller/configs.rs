@@ -90,7 +90,8 @@ const BROKER: i8 = 4;
 
 /// The topic key whose broker-level default `name` is, if `name` can change at run time.
 fn dynamic_broker_key(name: &str) -> Result<&'static Key, (ErrorCode, String)> {
-    KEYS.iter().find(|k| k.broker_key == name).ok_or_else(|| {
+    let rates = crate::replication::throttle::RATE_KEYS;
+    KEYS.iter().chain(rates).find(|k| k.broker_key == name).ok_or_else(|| {
         (ErrorCode::InvalidRequest, format!("Cannot update these configs dynamically: {name}"))
     })
 }
@@ -109,7 +110,7 @@ fn alter_broker_configs(
     edit(&mut configs)?;
     for (k, v) in &configs {
         let key = dynamic_broker_key(k)?;
-        topic::validate(key.name, v)
+        topic::validate_key(key, v)
             .map_err(|reason| (ErrorCode::InvalidConfig, format!("invalid config {k}={v}: {reason}")))?;
     }
     Ok(MetadataRecord::BrokerConfig { resource_name: name.to_string(), configs })
@@ -134,7 +135,7 @@ fn apply_ops(
                 configs.remove(&op.name);
             }
             2 | 3 => {
-                if !matches!(key.kind, Kind::List(_)) {
+                if !matches!(key.kind, Kind::List(_) | Kind::ReplicaList) {
                     return Err((
                         ErrorCode::InvalidConfig,
                         format!("{} is not a list; APPEND/SUBTRACT do not apply", op.name),

@@ -150,6 +150,7 @@ impl ControllerState {
         let defaults = self.settings.topic_defaults.with_dynamic(image.broker_configs.get(""), None);
         topic::KEYS
             .iter()
+            .chain(topic::TOPIC_ONLY_KEYS)
             .map(|k| {
                 let (value, source) = defaults.resolve(configs, k.name);
                 CreatableTopicConfigs {

@@ -5,7 +5,8 @@
 //! `controller::configs`), everything else is static (server.properties).
 
 use crate::broker::Broker;
-use crate::config::topic::{Kind, Source, KEYS};
+use crate::config::topic::{Kind, Source, KEYS, TOPIC_ONLY_KEYS};
+use crate::replication::throttle::RATE_KEYS;
 use strata_protocol::messages::alter_configs::{
     AlterConfigsRequest, AlterConfigsResourceResponse, AlterConfigsResponse,
 };
@@ -67,7 +68,7 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                         return result;
                     };
                     let defaults = broker.topic_defaults();
-                    for k in KEYS.iter().filter(|k| wanted(k.name)) {
+                    for k in KEYS.iter().chain(TOPIC_ONLY_KEYS).filter(|k| wanted(k.name)) {
                         let (value, source) = defaults.resolve(&meta.configs, k.name);
                         let mut synonyms = Vec::new();
                         if request.include_synonyms {
@@ -75,7 +76,9 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                                 synonyms.push(synonym(k.name, v, Source::Topic as i8));
                             }
                             for (v, source) in defaults.levels(k.name) {
-                                synonyms.push(synonym(k.broker_key, &v, source as i8));
+                                // A key without a broker-level default is its own synonym.
+                                let name = if k.broker_key.is_empty() { k.name } else { k.broker_key };
+                                synonyms.push(synonym(name, &v, source as i8));
                             }
                         }
                         result
@@ -94,6 +97,7 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                             }
                             let kind = KEYS
                                 .iter()
+                                .chain(RATE_KEYS)
                                 .find(|k| k.broker_key == name)
                                 .map_or(Kind::Enum(&[]), |k| k.kind);
                             let source = Source::DynamicDefaultBroker;
@@ -176,6 +180,18 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
         levels: defaults.levels(k.name),
         kind: k.kind,
         dynamic: true,
+    }));
+    let image = broker.metadata.current();
+    let me = broker.config.node_id.to_string();
+    entries.extend(RATE_KEYS.iter().map(|k| {
+        let mut levels = Vec::new();
+        for (resource, source) in [(me.as_str(), Source::DynamicBroker), ("", Source::DynamicDefaultBroker)] {
+            if let Some(v) = image.broker_configs.get(resource).and_then(|c| c.get(k.name)) {
+                levels.push((v.clone(), source));
+            }
+        }
+        levels.push((k.default.to_string(), Source::Default));
+        BrokerEntry { name: k.name, levels, kind: k.kind, dynamic: true }
     }));
     // Per-listener keys (`listener.name.plaintext.max.connections`) have no default:
     // described when set, as Kafka describes them.

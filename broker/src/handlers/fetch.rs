@@ -19,6 +19,7 @@ use crate::errors::storage_error_code;
 use crate::fetch_session::SessionPlan;
 use crate::metadata::MetadataImage;
 use crate::replica::{Partition, ReadError, ReadUpper};
+use crate::replication::throttle;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::fetch::{
@@ -259,11 +260,30 @@ fn read_partition(
         (false, 1) => ReadUpper::LastStable,
         (false, _) => ReadUpper::HighWatermark,
     };
-    match p.read_for_fetch(fp.fetch_offset, limit, min_one, upper) {
+    // A replica out of the ISR that a reassignment throttles gets nothing while the
+    // leader's quota is spent (KIP-73); its position is still recorded below.
+    let throttled = follower
+        && throttle::throttled(
+            image,
+            &p.topic,
+            p.index,
+            throttle::LEADER_REPLICAS,
+            broker.config.node_id,
+            fetcher.replica_id,
+        );
+    let read = if throttled && broker.leader_quota.exceeded() {
+        Ok(RecordSet::new())
+    } else {
+        p.read_for_fetch(fp.fetch_offset, limit, min_one, upper)
+    };
+    match read {
         Ok(data) => {
             if upper == ReadUpper::LastStable {
                 pd.aborted_transactions =
                     aborted(p, fp.fetch_offset, pd.last_stable_offset, !data.is_empty());
+            }
+            if throttled {
+                broker.leader_quota.record(data.len());
             }
             pd.records = Some(data);
         }

@@ -17,8 +17,10 @@
 //! sends and parses a handful per fetch rather than all of them.
 
 use crate::broker::Broker;
+use crate::metadata::MetadataImage;
 use crate::net::PeerClient;
 use crate::replica::Partition;
+use crate::replication::throttle;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -235,10 +237,21 @@ impl FollowerSession {
     }
 }
 
+/// Whether this broker's replica of `p` is throttled as a follower.
+fn follower_throttled(broker: &Broker, image: &MetadataImage, p: &Partition) -> bool {
+    let me = broker.config.node_id;
+    throttle::throttled(image, &p.topic, p.index, throttle::FOLLOWER_REPLICAS, me, me)
+}
+
 fn build_request(broker: &Broker, active: &[Target], session: &mut FollowerSession) -> FetchRequest {
     let c = &broker.config.cluster;
+    // Throttled replicas out of the ISR sit out while the follower's quota is spent
+    // (KIP-73); leaving the request drops them from the session until they return.
+    let image = broker.metadata.current();
+    let quota_spent = broker.follower_quota.exceeded();
     let wanted = active
         .iter()
+        .filter(|t| !(quota_spent && follower_throttled(broker, &image, &t.partition)))
         .map(|t| {
             let p = &t.partition;
             let fp = FetchPartition {
@@ -306,6 +319,7 @@ fn handle_response(
     }
     let answered = response.responses.iter().map(|t| t.partitions.len()).sum();
     let index = TargetIndex::new(active, answered);
+    let image = broker.metadata.current();
     for topic in response.responses {
         for pd in topic.partitions {
             let Some(target) = index.get(topic.topic_id, pd.partition_index) else {
@@ -315,6 +329,9 @@ fn handle_response(
             // The partition may have moved to another leader meanwhile.
             if p.follower_of() != Some(leader) {
                 continue;
+            }
+            if follower_throttled(broker, &image, p) {
+                broker.follower_quota.record(pd.records.as_ref().map_or(0, |r| r.len()));
             }
             if let Err(code) = apply_partition(broker, p, pd) {
                 let delay = if code == ErrorCode::UnknownLeaderEpoch { backoff / 4 } else { backoff };

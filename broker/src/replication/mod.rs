@@ -5,6 +5,7 @@
 pub mod alter_isr;
 pub mod fetcher;
 pub mod isr;
+pub mod throttle;
 
 use crate::broker::Broker;
 use std::sync::Weak;
