@@ -10,7 +10,8 @@ admin clients of kafka-python and kafkajs. Proves:
   which puts the partition back on its original replicas;
 - a cancel with nothing in progress, a target naming an unknown broker and an unknown partition
   get NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT and UNKNOWN_TOPIC_OR_PARTITION;
-- `strata partition reassign --wait` moves partitions and returns once they moved, `strata
+- `strata partition reassign --wait` moves partitions (`--throttle`: throttled, the throttle
+  removed at the end) and returns once they moved, `strata
   partition reassignments` lists a stuck move as the admin clients do, a cancel with nothing in
   progress exits 1 naming Kafka's error, and `strata partition elect-leaders` gives a partition
   back to its preferred replica;
@@ -28,6 +29,7 @@ import subprocess
 import time
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigSource
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import (InvalidReplicationAssignmentError, NoReassignmentInProgressError,
@@ -35,6 +37,7 @@ from kafka.errors import (InvalidReplicationAssignmentError, NoReassignmentInPro
 
 import util
 from groups_util import PacedProducer
+from test_dynamic_configs import broker_configs, set_broker
 from test_replication import assert_drained, create
 from broker import strata_bin
 from util import wait_until
@@ -153,8 +156,17 @@ def test_the_command_line_tool_moves_partitions_and_elects_their_leaders(cluster
     others = [n for n in (0, 1, 2) if n != before[0]]
     target = {0: others, 1: [(before[1] + 1) % 3]}
     moved = strata(c.bootstrap, "reassign", f"{topic}:0={target[0][0]},{target[0][1]}",
-                   f"{topic}:1={target[1][0]}", "--wait", "--wait-timeout-ms", "60000")
+                   f"{topic}:1={target[1][0]}", "--wait", "--wait-timeout-ms", "60000", "--throttle", "50000000")
     assert moved == [{"topic": topic, "partition": p, "error": None} for p in (0, 1)], moved
+    # The throttle is gone once the moves finished.
+    a = AdminClient({"bootstrap.servers": c.bootstrap, "log_level": 4})
+    for n in range(3):
+        rate = broker_configs(a, str(n))["leader.replication.throttled.rate"]
+        assert (rate.value, rate.source) == ("9223372036854775807", ConfigSource.DEFAULT_CONFIG.value), n
+    [described] = json.loads(subprocess.run([str(strata_bin()), "topic", "describe", topic, "-b", c.bootstrap,
+                                             "--format", "json"], capture_output=True, text=True,
+                                            timeout=60, check=True).stdout)
+    assert described["configs"] == {}, described["configs"]
     for p in (0, 1):
         wait_until(lambda: list(c.metadata().topics[topic].partitions[p].replicas) == target[p], 30,
                    f"partition {p} on {target[p]}")
@@ -179,10 +191,6 @@ def test_the_command_line_tool_moves_partitions_and_elects_their_leaders(cluster
 
 @pytest.mark.timeout(240)
 def test_a_throttled_move_waits_for_its_quota_and_finishes_once_the_throttle_is_lifted(cluster_factory):
-    from confluent_kafka.admin import AdminClient
-
-    from test_dynamic_configs import broker_configs, set_broker
-
     c = cluster_factory()
     topic = util.unique_topic("throttle")
     create(c.bootstrap, topic, partitions=1, rf=1)

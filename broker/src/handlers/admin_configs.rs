@@ -251,10 +251,13 @@ pub async fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfig
             resources: topics,
             validate_only: request.validate_only,
         });
+        // Before the forward: the change is applied here at a later index, possibly
+        // before the controller's answer arrives.
+        let before = broker.metadata.current().applied_index;
         if let ResponseBody::AlterConfigs(r) = super::forward::plain(broker, body).await {
             forwarded = r.responses;
         }
-        await_configs(broker, &forwarded, request.validate_only).await;
+        await_configs(broker, &forwarded, request.validate_only, before).await;
     }
     let responses = request
         .resources
@@ -290,12 +293,18 @@ fn refusal(resource_type: i8) -> (ErrorCode, String) {
 }
 
 /// Waits briefly until this broker's metadata shows the config changes the controller
-/// accepted, so a DescribeConfigs right after sees them.
-async fn await_configs(broker: &Broker, accepted: &[AlterConfigsResourceResponse], validate_only: bool) {
+/// accepted (applied past `before`, the index when the request was forwarded), so a
+/// DescribeConfigs right after sees them. Reading `before` only after the answer made
+/// every call whose change was already applied wait out the whole timeout.
+async fn await_configs(
+    broker: &Broker,
+    accepted: &[AlterConfigsResourceResponse],
+    validate_only: bool,
+    before: u64,
+) {
     if validate_only || accepted.iter().all(|r| r.error_code != 0) {
         return;
     }
-    let before = broker.metadata.current().applied_index;
     let _ = broker.metadata.wait_for(std::time::Duration::from_secs(2), |i| i.applied_index > before).await;
 }
 
@@ -313,6 +322,9 @@ pub async fn incremental_alter(
             resources: topics,
             validate_only: request.validate_only,
         });
+        // Before the forward: the change is applied here at a later index, possibly
+        // before the controller's answer arrives.
+        let before = broker.metadata.current().applied_index;
         if let ResponseBody::IncrementalAlterConfigs(r) = super::forward::plain(broker, body).await {
             forwarded = r.responses;
         }
@@ -325,7 +337,7 @@ pub async fn incremental_alter(
                 resource_name: r.resource_name.clone(),
             })
             .collect();
-        await_configs(broker, &as_plain, request.validate_only).await;
+        await_configs(broker, &as_plain, request.validate_only, before).await;
     }
     let responses = request
         .resources

@@ -377,6 +377,12 @@ pub enum PartitionAction {
         /// How long `--wait` waits, in ms.
         #[arg(long, default_value_t = 300_000, value_name = "MS", requires = "wait")]
         wait_timeout_ms: u64,
+        /// Throttle the moves to this many bytes per second per broker, as
+        /// `kafka-reassign-partitions.sh --throttle` (the topics' throttled replica lists
+        /// and the brokers' replication rates), removed once the moves finished; needs
+        /// `--wait`.
+        #[arg(long, value_name = "BYTES_PER_SEC", requires = "wait")]
+        throttle: Option<u64>,
     },
     /// List the moves in progress (ListPartitionReassignments): of these topics, or of all.
     Reassignments {
@@ -496,8 +502,11 @@ mod tests {
     fn partition_moves_and_names_parse() {
         let cli = parse(&["partition", "reassign", "a:b:0=2,3", "t:1=1", "--wait"]);
         let Some(Command::Partition { action, .. }) = cli.command else { panic!("partition") };
-        let PartitionAction::Reassign { moves, wait, wait_timeout_ms } = action else { panic!("reassign") };
+        let PartitionAction::Reassign { moves, wait, wait_timeout_ms, throttle } = action else {
+            panic!("reassign")
+        };
         assert!(wait);
+        assert_eq!(throttle, None);
         assert_eq!(wait_timeout_ms, 300_000);
         assert_eq!(
             moves,
@@ -513,6 +522,7 @@ mod tests {
             &["partition", "cancel-reassignment", ":0"],
             &["partition", "cancel-reassignment"],
             &["partition", "reassign", "t:0=1", "--wait-timeout-ms", "5"],
+            &["partition", "reassign", "t:0=1", "--throttle", "5"],
         ] {
             let mut argv = vec!["strata"];
             argv.extend_from_slice(bad);

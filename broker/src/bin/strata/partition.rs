@@ -4,8 +4,9 @@ use crate::args::{ClientArgs, Election, Format, PartitionAction, PartitionMove};
 use crate::output::{emit, ids, table};
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-use strata_client::admin::{Admin, ElectionType};
+use strata_client::admin::{Admin, AlterConfigOp, ConfigResource, ElectionType};
 use strata_client::{Client, ErrorCode, TopicPartition};
 
 /// How often `reassign --wait` asks whether the moves are done.
@@ -15,8 +16,15 @@ const WAIT_POLL: Duration = Duration::from_millis(500);
 pub async fn run(client: Client, args: &ClientArgs, action: PartitionAction) -> Result<()> {
     let admin = client.admin();
     match action {
-        PartitionAction::Reassign { moves, wait, wait_timeout_ms } => {
-            reassign(&admin, args.format, moves, wait.then(|| Duration::from_millis(wait_timeout_ms))).await
+        PartitionAction::Reassign { moves, wait, wait_timeout_ms, throttle } => {
+            let wait = wait.then(|| Duration::from_millis(wait_timeout_ms));
+            let Some(rate) = throttle else { return reassign(&admin, args.format, moves, wait).await };
+            let throttled = Throttle::set(&admin, &moves, rate).await?;
+            let moved = reassign(&admin, args.format, moves, wait).await;
+            // Removed whether or not the moves finished, as a failed run must not leave the
+            // brokers throttled.
+            let removed = throttled.remove(&admin).await;
+            moved.and(removed)
         }
         PartitionAction::Reassignments { topics } => {
             let mut moves = admin.list_partition_reassignments(None).await?;
@@ -106,6 +114,102 @@ async fn reassign(
         }
         tokio::time::sleep(WAIT_POLL).await;
     }
+}
+
+/// What `--throttle` set, to remove it again: as Kafka's tool, the leader side names
+/// the partitions' current replicas, the follower side the arriving ones, and every
+/// broker taking part gets the rate both ways.
+struct Throttle {
+    topics: Vec<String>,
+    brokers: Vec<i32>,
+}
+
+/// The topic keys and broker keys `--throttle` sets.
+const THROTTLED_REPLICAS: [&str; 2] =
+    ["leader.replication.throttled.replicas", "follower.replication.throttled.replicas"];
+const THROTTLE_RATES: [&str; 2] =
+    ["leader.replication.throttled.rate", "follower.replication.throttled.rate"];
+
+impl Throttle {
+    async fn set(admin: &Admin, moves: &[PartitionMove], rate: u64) -> Result<Throttle> {
+        let mut topics: BTreeMap<&str, (Vec<String>, Vec<String>)> = BTreeMap::new();
+        let mut brokers = BTreeSet::new();
+        let names: Vec<String> =
+            moves.iter().map(|m| m.topic.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+        let described: BTreeMap<String, _> = admin.describe_topics(&names).await?.into_iter().collect();
+        for m in moves {
+            let current = match described.get(&m.topic) {
+                Some(Ok(d)) => {
+                    d.partitions.iter().find(|p| p.partition == m.partition).map(|p| p.replicas.clone())
+                }
+                Some(Err(e)) => bail!("{}: {e}", m.topic),
+                None => None,
+            }
+            .unwrap_or_default();
+            let (leader, follower) = topics.entry(&m.topic).or_default();
+            leader.extend(current.iter().map(|b| format!("{}:{b}", m.partition)));
+            follower.extend(
+                m.replicas.iter().filter(|b| !current.contains(b)).map(|b| format!("{}:{b}", m.partition)),
+            );
+            brokers.extend(current.iter().chain(&m.replicas).copied());
+        }
+        let mut changes: Vec<(ConfigResource, Vec<AlterConfigOp>)> = topics
+            .iter()
+            .map(|(topic, (leader, follower))| {
+                let ops = [leader, follower]
+                    .into_iter()
+                    .zip(THROTTLED_REPLICAS)
+                    .map(|(list, key)| AlterConfigOp::set(key, list.join(",")))
+                    .collect();
+                (ConfigResource::topic(*topic), ops)
+            })
+            .collect();
+        changes.extend(brokers.iter().map(|b| {
+            (
+                ConfigResource::broker(*b),
+                THROTTLE_RATES.iter().map(|k| AlterConfigOp::set(*k, rate.to_string())).collect(),
+            )
+        }));
+        let throttle = Throttle {
+            topics: topics.keys().map(|t| t.to_string()).collect(),
+            brokers: brokers.into_iter().collect(),
+        };
+        if let Err(e) = apply(admin, changes).await {
+            let _ = throttle.remove(admin).await;
+            return Err(e);
+        }
+        eprintln!("throttled to {rate} bytes/s on brokers {}", ids(&throttle.brokers));
+        Ok(throttle)
+    }
+
+    async fn remove(&self, admin: &Admin) -> Result<()> {
+        let mut changes: Vec<(ConfigResource, Vec<AlterConfigOp>)> = self
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    ConfigResource::topic(t),
+                    THROTTLED_REPLICAS.iter().map(|k| AlterConfigOp::delete(*k)).collect(),
+                )
+            })
+            .collect();
+        changes.extend(self.brokers.iter().map(|b| {
+            (ConfigResource::broker(*b), THROTTLE_RATES.iter().map(|k| AlterConfigOp::delete(*k)).collect())
+        }));
+        apply(admin, changes).await?;
+        eprintln!("throttle removed");
+        Ok(())
+    }
+}
+
+/// Applies config changes, failing on the first resource refused.
+async fn apply(admin: &Admin, changes: Vec<(ConfigResource, Vec<AlterConfigOp>)>) -> Result<()> {
+    for (resource, result) in admin.incremental_alter_configs(&changes, false).await {
+        if let Err(e) = result {
+            bail!("setting the throttle on {:?} {}: {e}", resource.resource_type, resource.name);
+        }
+    }
+    Ok(())
 }
 
 /// `TOPIC` (each of its partitions) and `TOPIC:PARTITION` as partitions.
