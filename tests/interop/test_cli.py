@@ -7,7 +7,10 @@ INVALID_CONFIG) reported and a non-zero exit status; `strata group describe` sho
 confluent-kafka consumer with its assignment, committed offsets and lag; `strata group
 reset-offsets` refuses an active group, changes nothing on a dry run and commits with
 `--execute` (as `committed()` then shows); `strata cluster info` describes the node; every
-`--format json` output parses; bad command lines exit with status 2. `strata produce` puts keyed
+`--format json` output parses; bad command lines exit with status 2. `strata config
+describe/alter` shows and changes a topic's, one broker's and every broker's default configs as
+confluent-kafka then describes them (sources included), refusals exit 1 with Kafka's error, and
+a reader closing the pipe early ends the tools without a panic. `strata produce` puts keyed
 lines where confluent-kafka's murmur2_random partitioner puts the same keys, compresses with every
 codec under every acks, and with `--transactional-id` commits all of stdin at EOF or aborts it
 all when a record fails; `strata consume` prints exactly what confluent-kafka produced (`-n`,
@@ -199,6 +202,66 @@ def test_cluster_info_describes_the_node(broker):
     assert info["brokers"] == [{"id": 0, "host": "127.0.0.1", "port": broker.port, "rack": None}]
     text = strata(broker, "cluster", "info").stdout
     assert f"Cluster ID: {md.cluster_id}" in text and str(broker.port) in text
+
+
+def described(broker, *entity: str, all: bool = False) -> dict:
+    doc, _ = strata_json(broker, "config", "describe", *entity, *(["--all"] if all else []))
+    return {e["name"]: (e["value"], e["source"]) for e in doc}
+
+
+def test_config_describes_and_alters_a_topic_a_broker_and_the_broker_defaults(broker):
+    t = util.unique_topic("cli-config")
+    strata(broker, "topic", "create", t)
+    strata(broker, "config", "alter", "--topic", t, "--set", "retention.ms=123456", "--set", "cleanup.policy=compact")
+    assert described(broker, "--topic", t) == {"retention.ms": ("123456", "DYNAMIC_TOPIC_CONFIG"),
+                                               "cleanup.policy": ("compact", "DYNAMIC_TOPIC_CONFIG")}
+    assert topic_configs(broker, t)["retention.ms"][0] == "123456"
+    strata(broker, "config", "alter", "--topic", t, "--delete", "cleanup.policy")
+    assert list(described(broker, "--topic", t)) == ["retention.ms"]
+
+    # One broker's own value, then every broker's default: confluent-kafka sees both with their
+    # sources, and `--all` lists the static and default configs beside them.
+    res = ConfigResource(ResourceType.BROKER, "0")
+    a = admin(broker)
+    try:
+        strata(broker, "config", "alter", "--broker", "0", "--set", "follower.replication.throttled.rate=5000")
+        strata(broker, "config", "alter", "--broker-defaults", "--set", "log.retention.ms=604800001")
+        assert described(broker, "--broker", "0") == {
+            "follower.replication.throttled.rate": ("5000", "DYNAMIC_BROKER_CONFIG")}
+        assert described(broker, "--broker-defaults") == {
+            "log.retention.ms": ("604800001", "DYNAMIC_DEFAULT_BROKER_CONFIG")}
+        entries = a.describe_configs([res])[res].result(timeout=30)
+        assert entries["follower.replication.throttled.rate"].value == "5000"
+        every = described(broker, "--broker", "0", all=True)
+        assert every["log.retention.ms"] == ("604800001", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+        assert every["advertised.listeners"] == (f"PLAINTEXT://127.0.0.1:{broker.port}", "STATIC_BROKER_CONFIG")
+        assert every["leader.replication.throttled.rate"][1] == "DEFAULT_CONFIG"
+        text = strata(broker, "config", "describe", "--broker", "0").stdout
+        assert "follower.replication.throttled.rate" in text and "DYNAMIC_BROKER_CONFIG" in text
+
+        # Refusals: Kafka's error, exit status 1, nothing changed.
+        bad, rc = strata_json(broker, "config", "alter", "--broker", "0", "--set", "no.such.key=1", check=False)
+        assert rc == 1 and bad["error"] == "INVALID_REQUEST", bad
+        bad, rc = strata_json(broker, "config", "alter", "--broker-defaults", "--set", "log.retention.ms=soon",
+                              check=False)
+        assert rc == 1 and bad["error"] == "INVALID_CONFIG", bad
+        bad, rc = strata_json(broker, "config", "alter", "--topic", t + "-missing", "--set", "retention.ms=1",
+                              check=False)
+        assert rc == 1 and bad["error"] == "UNKNOWN_TOPIC_OR_PARTITION", bad
+        p = strata(broker, "config", "describe", "--broker", "0", "--broker-defaults", check=False)
+        assert p.returncode == 2 and p.stderr
+        assert described(broker, "--broker-defaults")["log.retention.ms"][0] == "604800001"
+
+        # A reader that stops early (`| head`) ends the tool quietly.
+        piped = subprocess.run(f"'{strata_bin()}' config describe --broker 0 --all -b {broker.bootstrap} | head -1",
+                               shell=True, capture_output=True, text=True, timeout=60)
+        assert piped.stdout.startswith("Configs of broker 0"), piped.stdout
+        assert "panicked" not in piped.stderr, piped.stderr
+    finally:
+        strata(broker, "config", "alter", "--broker", "0", "--delete", "follower.replication.throttled.rate")
+        strata(broker, "config", "alter", "--broker-defaults", "--delete", "log.retention.ms")
+    assert described(broker, "--broker", "0") == {} and described(broker, "--broker-defaults") == {}
+    assert a.describe_configs([res])[res].result(timeout=30)["follower.replication.throttled.rate"].value != "5000"
 
 
 def test_bad_command_lines_exit_with_status_2(broker):

@@ -54,6 +54,18 @@ impl ConfigResource {
         ConfigResource { resource_type: ResourceType::Broker, name: id.to_string() }
     }
 
+    /// The default of every broker (Kafka's `--entity-default`): a broker resource with
+    /// the empty name, which any broker answers and a change of which every broker applies
+    /// where it has no value of its own.
+    ///
+    /// ```
+    /// use strata_client::admin::ConfigResource;
+    /// assert_eq!(ConfigResource::broker_defaults().name, "");
+    /// ```
+    pub fn broker_defaults() -> ConfigResource {
+        ConfigResource { resource_type: ResourceType::Broker, name: String::new() }
+    }
+
     /// The broker a request about this resource must go to: a broker's own configs
     /// live on it (Kafka sends them there); topic configs any broker answers.
     fn broker_id(&self) -> Option<i32> {
@@ -99,6 +111,24 @@ impl ConfigSource {
             5 => ConfigSource::Default,
             6 => ConfigSource::DynamicBrokerLogger,
             _ => ConfigSource::Unknown,
+        }
+    }
+
+    /// Kafka's name of the source (its `ConfigSource` enum), as its tools print it.
+    ///
+    /// ```
+    /// use strata_client::admin::ConfigSource;
+    /// assert_eq!(ConfigSource::DynamicBroker.name(), "DYNAMIC_BROKER_CONFIG");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigSource::Unknown => "UNKNOWN",
+            ConfigSource::DynamicTopic => "DYNAMIC_TOPIC_CONFIG",
+            ConfigSource::DynamicBroker => "DYNAMIC_BROKER_CONFIG",
+            ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
+            ConfigSource::Default => "DEFAULT_CONFIG",
+            ConfigSource::DynamicBrokerLogger => "DYNAMIC_BROKER_LOGGER_CONFIG",
         }
     }
 }

@@ -75,6 +75,21 @@ pub enum Command {
         #[command(subcommand)]
         action: PartitionAction,
     },
+    /// Describe and change the configs of a topic, of one broker or of every broker's
+    /// defaults, as `kafka-configs.sh` does.
+    #[command(after_help = "Examples:\n  \
+        strata config describe --topic orders\n  \
+        strata config describe --broker 1 --all\n  \
+        strata config alter --broker-defaults --set log.retention.ms=86400000\n  \
+        strata config alter --broker 1 --delete follower.replication.throttled.rate")]
+    Config {
+        /// Connection and output.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// What to do.
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
     /// Describe the cluster.
     Cluster {
         /// Connection and output.
@@ -196,19 +211,68 @@ pub enum TopicAction {
     AlterConfig {
         /// Topic name.
         name: String,
-        /// Set key=value; repeatable.
-        #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
-        set: Vec<(String, String)>,
-        /// Remove a key (back to the default); repeatable.
-        #[arg(long, value_name = "KEY")]
-        delete: Vec<String>,
-        /// Add a value to a list config, key=value; repeatable.
-        #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
-        append: Vec<(String, String)>,
-        /// Remove a value from a list config, key=value; repeatable.
-        #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
-        subtract: Vec<(String, String)>,
+        /// The changes.
+        #[command(flatten)]
+        changes: ConfigChanges,
     },
+}
+
+/// The changes of an incremental config alter, shared by `topic alter-config` and
+/// `config alter`.
+#[derive(Args, Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConfigChanges {
+    /// Set key=value; repeatable.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    pub set: Vec<(String, String)>,
+    /// Remove a key (back to the default); repeatable.
+    #[arg(long, value_name = "KEY")]
+    pub delete: Vec<String>,
+    /// Add a value to a list config, key=value; repeatable.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    pub append: Vec<(String, String)>,
+    /// Remove a value from a list config, key=value; repeatable.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    pub subtract: Vec<(String, String)>,
+}
+
+/// `strata config ...`.
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum ConfigAction {
+    /// Show the configs set on the entity (with `--all`, every config and where its
+    /// value comes from).
+    Describe {
+        /// Whose configs.
+        #[command(flatten)]
+        entity: ConfigEntity,
+        /// Every config, defaults included, with its source.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Change the entity's configs; keys not named keep their values.
+    Alter {
+        /// Whose configs.
+        #[command(flatten)]
+        entity: ConfigEntity,
+        /// The changes.
+        #[command(flatten)]
+        changes: ConfigChanges,
+    },
+}
+
+/// Exactly one of a topic, a broker, or the default of every broker (Kafka's
+/// `--entity-type topics|brokers`, `--entity-name`, `--entity-default`).
+#[derive(Args, Debug, Clone, PartialEq, Eq, Default)]
+#[group(required = true, multiple = false)]
+pub struct ConfigEntity {
+    /// A topic.
+    #[arg(long, value_name = "NAME")]
+    pub topic: Option<String>,
+    /// One broker, by node id.
+    #[arg(long, value_name = "ID")]
+    pub broker: Option<i32>,
+    /// The cluster-wide default of every broker.
+    #[arg(long)]
+    pub broker_defaults: bool,
 }
 
 /// `strata group ...`.
@@ -581,12 +645,15 @@ mod tests {
     #[test]
     fn alter_config_and_reset_offsets_take_their_flags() {
         let cli = parse(&["topic", "alter-config", "t", "--set", "a=b=c", "--delete", "x", "--set", "y=1"]);
-        let Some(Command::Topic { action: TopicAction::AlterConfig { set, delete, .. }, .. }) = cli.command
+        let Some(Command::Topic { action: TopicAction::AlterConfig { changes, .. }, .. }) = cli.command
         else {
             panic!("alter-config")
         };
-        assert_eq!(set, vec![("a".to_string(), "b=c".to_string()), ("y".to_string(), "1".to_string())]);
-        assert_eq!(delete, vec!["x"]);
+        assert_eq!(
+            changes.set,
+            vec![("a".to_string(), "b=c".to_string()), ("y".to_string(), "1".to_string())]
+        );
+        assert_eq!(changes.delete, vec!["x"]);
         let cli = parse(&["group", "reset-offsets", "g", "--topic", "t", "--to-offset", "5", "--execute"]);
         let Some(Command::Group {
             action: GroupAction::ResetOffsets { target, execute, topics, .. }, ..
@@ -595,6 +662,32 @@ mod tests {
             panic!("reset-offsets")
         };
         assert_eq!((target.to_offset, execute, topics), (Some(5), true, vec!["t".to_string()]));
+    }
+
+    #[test]
+    fn config_names_exactly_one_entity() {
+        let cli = parse(&["config", "alter", "--broker", "2", "--set", "a=1", "--delete", "b"]);
+        let Some(Command::Config { action: ConfigAction::Alter { entity, changes }, .. }) = cli.command
+        else {
+            panic!("config alter")
+        };
+        assert_eq!(entity, ConfigEntity { broker: Some(2), ..ConfigEntity::default() });
+        assert_eq!((changes.set.len(), changes.delete.len()), (1, 1));
+        let cli = parse(&["config", "describe", "--broker-defaults", "--all"]);
+        let Some(Command::Config { action: ConfigAction::Describe { entity, all }, .. }) = cli.command else {
+            panic!("config describe")
+        };
+        assert!(entity.broker_defaults && all);
+        for bad in [
+            &["config", "describe"][..],
+            &["config", "describe", "--topic", "t", "--broker", "1"],
+            &["config", "alter", "--broker-defaults", "--topic", "t", "--set", "a=1"],
+            &["config", "describe", "--broker", "x"],
+        ] {
+            let mut argv = vec!["strata"];
+            argv.extend_from_slice(bad);
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?} is refused");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod args;
 mod cluster;
+mod config;
 mod consume;
 mod format;
 mod group;
@@ -30,6 +31,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Partition { client, action }) => {
             run_tool(&client, |c| partition::run(c, &client, action))
         }
+        Some(Command::Config { client, action }) => run_tool(&client, |c| config::run(c, &client, action)),
         Some(Command::Cluster { client, action }) => run_tool(&client, |c| cluster::run(c, &client, action)),
         Some(Command::Produce { client, args }) => {
             run_with(produce::config(&client, &args), |config| produce::run(config, &client, args))
@@ -75,6 +77,12 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
+    // These tools print a table or a document at the end: a reader that went away
+    // (`| head`) ends them quietly as it ends `ls`, not with a panic of `println!`.
+    // (`consume`, which prints as it goes and commits when it stops, handles the
+    // closed pipe itself.)
+    // SAFETY: setting a signal's disposition to the default, before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     run_with(client_config(&args.connection), |config| async move {
         let client = Client::connect(config).await?;
         let result = tool(client.clone()).await;

@@ -4,7 +4,7 @@ use crate::args::{ClientArgs, Format, TopicAction};
 use crate::output::{emit, ids, table};
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
-use strata_client::admin::{AlterConfigOp, ConfigResource, ConfigSource, NewPartitions, NewTopic};
+use strata_client::admin::{ConfigResource, ConfigSource, NewPartitions, NewTopic};
 use strata_client::Client;
 
 /// Runs one topic action.
@@ -31,15 +31,8 @@ pub async fn run(client: Client, args: &ClientArgs, action: TopicAction) -> Resu
                 admin.create_partitions(&[NewPartitions::increase_to(name, partitions)], false).await;
             report(args.format, results, "grown")
         }
-        TopicAction::AlterConfig { name, set, delete, append, subtract } => {
-            let mut ops: Vec<AlterConfigOp> =
-                set.into_iter().map(|(k, v)| AlterConfigOp::set(k, v)).collect();
-            ops.extend(delete.into_iter().map(AlterConfigOp::delete));
-            ops.extend(append.into_iter().map(|(k, v)| AlterConfigOp::append(k, v)));
-            ops.extend(subtract.into_iter().map(|(k, v)| AlterConfigOp::subtract(k, v)));
-            if ops.is_empty() {
-                bail!("nothing to change: give --set, --delete, --append or --subtract");
-            }
+        TopicAction::AlterConfig { name, changes } => {
+            let ops = crate::config::ops(changes)?;
             let results =
                 admin.incremental_alter_configs(&[(ConfigResource::topic(&name), ops)], false).await;
             let results = results.into_iter().map(|(r, result)| (r.name, result)).collect();
