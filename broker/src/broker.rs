@@ -214,6 +214,7 @@ impl Broker {
         let (mine, cluster) = (image.broker_configs.get(&me), image.broker_configs.get(""));
         self.leader_quota.set_rate(throttle::rate_of(throttle::LEADER_RATE, mine, cluster));
         self.follower_quota.set_rate(throttle::rate_of(throttle::FOLLOWER_RATE, mine, cluster));
+        self.connection_limits.set_config(self.config.connections.with_dynamic(cluster, mine));
         true
     }
 

@@ -175,6 +175,14 @@ async fn accept_loop(
             _ = shutdown.changed() => return,
             accepted = socket.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    if kind == ListenerKind::Broker {
+                        // The limit may have been lowered (a dynamic config) while
+                        // this listener waited in accept: the connection waits too.
+                        tokio::select! {
+                            _ = shutdown.changed() => return,
+                            _ = limits.wait_for_room(&listener, !exempt) => {}
+                        }
+                    }
                     let slot = match kind {
                         ListenerKind::Controller => None,
                         ListenerKind::Broker => match limits.admit(peer.ip(), &listener, !exempt) {

@@ -9,6 +9,11 @@ with their source (DYNAMIC_DEFAULT_BROKER_CONFIG / DYNAMIC_BROKER_CONFIG) on the
 the topics that inherit them, a static key is refused with INVALID_REQUEST (42) and a bad value
 with INVALID_CONFIG (40), and the changes survive a SIGKILL and restart. Every record produced
 reads back intact with librdkafka and kafka-python.
+
+`max.connections.per.ip.overrides` and `max.connections` change at run time (one broker's
+value, the cluster default): a connection past the new per-address limit is closed, one past
+`max.connections` waits in the backlog until the limit is lifted, connections already open stay
+served, and DescribeConfigs shows each with its source beside the static ones.
 """
 
 from __future__ import annotations
@@ -134,3 +139,52 @@ def test_topic_compression_type_recompresses_and_dynamic_broker_defaults_apply(b
     for topic, recs in sent.items():
         assert_records(recs, util.confluent_read(b.bootstrap, topic, 0, len(recs)))
         assert_records(recs, util.kafka_python_read(b.bootstrap, topic, 0, len(recs)))
+
+
+def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(broker_factory):
+    b = broker_factory({"max.connections.per.ip": "50"})
+    a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
+    control = wire.Conn(b.port)  # stays open (and served) through every limit below
+    wire.api_versions(control)
+
+    # One broker's per-address override: past it, a connection from that address is closed.
+    assert set_broker(a, "0", "max.connections.per.ip.overrides", "127.0.0.2:2") == 0
+    held = [wire.Conn(b.port, source="127.0.0.2") for _ in range(2)]
+    for c in held:
+        wire.api_versions(c)
+    assert wire.Conn(b.port, source="127.0.0.2").closed_by_peer(10), "a third from 127.0.0.2 is closed"
+    entries = broker_configs(a, "0")
+    e = entries["max.connections.per.ip.overrides"]
+    assert (e.value, e.source, e.is_read_only) == ("127.0.0.2:2", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
+    e = entries["max.connections.per.ip"]
+    assert (e.value, e.source) == ("50", ConfigSource.STATIC_BROKER_CONFIG.value)
+    e = entries["max.connections"]
+    assert (e.value, e.source) == ("2147483647", ConfigSource.DEFAULT_CONFIG.value)
+
+    # Removed: the open ones stay, and a third is served.
+    assert set_broker(a, "0", "max.connections.per.ip.overrides", None) == 0
+    third = wire.Conn(b.port, source="127.0.0.2")
+    wire.api_versions(third)
+    for c in held:
+        wire.api_versions(c)
+
+    # Bad values are refused with INVALID_CONFIG and change nothing.
+    assert set_broker(a, "0", "max.connections", "-1") == 40
+    assert set_broker(a, "", "max.connections.per.ip.overrides", "127.0.0.2", port=b.port) == 40
+    assert broker_configs(a, "0")["max.connections"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    # The cluster default max.connections=0: a new connection waits in the backlog, unserved,
+    # while the open ones are still served; lifting it lets the waiting one in.
+    code, message = wire.incremental_alter_configs_v0(control, 4, "", [("max.connections", 0, "0")])
+    assert code == 0, message
+    waiting = wire.Conn(b.port, source="127.0.0.3")
+    waiting.send_request(18, 0, b"")
+    assert not waiting.closed_by_peer(2), "a connection past max.connections waits, unanswered"
+    wire.api_versions(third)
+    code, message = wire.incremental_alter_configs_v0(control, 4, "", [("max.connections", 1, None)])
+    assert code == 0, message
+    waiting.sock.settimeout(10)
+    frame = waiting.recv_frame()
+    assert frame[:4] == wire.i32(1), "the waiting connection's ApiVersions is answered"
+    for c in [control, third, waiting, *held]:
+        c.close()

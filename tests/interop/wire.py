@@ -170,8 +170,10 @@ class Reader:
 class Conn:
     """One TCP connection to the broker with blocking request/response helpers."""
 
-    def __init__(self, port: int, timeout: float = 10.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int, timeout: float = 10.0, source: str | None = None):
+        """`source`: the local address to connect from (any of 127.0.0.0/8 on loopback)."""
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.next_corr = 1
 

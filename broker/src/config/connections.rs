@@ -1,6 +1,7 @@
 //! What one client or many may hold of the broker: connections (overall, per address)
 //! and the request bytes kept in memory while requests are received and handled.
 
+use super::topic::{Key, Kind};
 use super::{ConfigError, Listener, Parser};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, ToSocketAddrs};
@@ -9,6 +10,20 @@ use std::time::Duration;
 /// Strata's default of `queued.max.request.bytes` (Kafka's is -1, unbounded): with it the
 /// broker's memory for requests is bounded whatever clients send.
 pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: i64 = 256 * 1024 * 1024;
+
+/// `max.connections`, `max.connections.per.ip` and `max.connections.per.ip.overrides`
+/// as dynamic broker configs (per broker or the cluster default, over server.properties),
+/// as Kafka's `DynamicConnectionQuota` makes them: a change applies to the connections
+/// accepted next; connections already open stay.
+pub const DYNAMIC_KEYS: &[Key] = &[
+    Key { name: MAX_CONNECTIONS, broker_key: MAX_CONNECTIONS, default: "2147483647", kind: Kind::Int(0) },
+    Key { name: PER_IP, broker_key: PER_IP, default: "2147483647", kind: Kind::Int(0) },
+    Key { name: PER_IP_OVERRIDES, broker_key: PER_IP_OVERRIDES, default: "", kind: Kind::HostCounts },
+];
+
+const MAX_CONNECTIONS: &str = "max.connections";
+const PER_IP: &str = "max.connections.per.ip";
+const PER_IP_OVERRIDES: &str = "max.connections.per.ip.overrides";
 
 /// Connection and request-memory limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +76,7 @@ impl ConnectionLimitsConfig {
         listeners: &[Listener],
     ) -> Result<ConnectionLimitsConfig, ConfigError> {
         let max = i64::from(i32::MAX);
-        let max_connections = p.int_in("max.connections", max, 0, max)? as usize;
+        let max_connections = p.int_in(MAX_CONNECTIONS, max, 0, max)? as usize;
         let mut per_listener = BTreeMap::new();
         for l in listeners {
             let key = format!("listener.name.{}.max.connections", l.name.to_ascii_lowercase());
@@ -72,10 +87,10 @@ impl ConnectionLimitsConfig {
                 per_listener.insert(l.name.clone(), limit as usize);
             }
         }
-        let max_connections_per_ip = p.int_in("max.connections.per.ip", max, 0, max)? as usize;
-        let overrides = p.opt_string("max.connections.per.ip.overrides").unwrap_or_default();
+        let max_connections_per_ip = p.int_in(PER_IP, max, 0, max)? as usize;
+        let overrides = p.opt_string(PER_IP_OVERRIDES).unwrap_or_default();
         let per_ip_overrides = parse_overrides(&overrides).map_err(|reason| ConfigError::InvalidValue {
-            key: "max.connections.per.ip.overrides".into(),
+            key: PER_IP_OVERRIDES.into(),
             value: overrides.clone(),
             reason,
         })?;
@@ -104,10 +119,36 @@ impl ConnectionLimitsConfig {
     pub fn limit_for(&self, ip: IpAddr) -> usize {
         self.per_ip_overrides.get(&ip).copied().unwrap_or(self.max_connections_per_ip)
     }
+
+    /// These limits with the dynamic values of [`DYNAMIC_KEYS`] applied: this broker's
+    /// own (`mine`) over the cluster default (`cluster`) over server.properties. The
+    /// values were validated by the controller; one that does not parse (written by
+    /// another version) leaves the lower level's value.
+    pub fn with_dynamic(
+        &self,
+        cluster: Option<&BTreeMap<String, String>>,
+        mine: Option<&BTreeMap<String, String>>,
+    ) -> ConnectionLimitsConfig {
+        let value = |key: &str| mine.and_then(|m| m.get(key)).or_else(|| cluster.and_then(|c| c.get(key)));
+        let count = |key: &str| {
+            value(key).and_then(|v| v.trim().parse::<i32>().ok()).filter(|v| *v >= 0).map(|v| v as usize)
+        };
+        let mut out = self.clone();
+        if let Some(n) = count(MAX_CONNECTIONS) {
+            out.max_connections = n;
+        }
+        if let Some(n) = count(PER_IP) {
+            out.max_connections_per_ip = n;
+        }
+        if let Some(overrides) = value(PER_IP_OVERRIDES).and_then(|v| parse_overrides(v).ok()) {
+            out.per_ip_overrides = overrides;
+        }
+        out
+    }
 }
 
 /// `host:count,ip:count` into addresses and counts (every address a host name has).
-fn parse_overrides(text: &str) -> Result<HashMap<IpAddr, usize>, String> {
+pub(crate) fn parse_overrides(text: &str) -> Result<HashMap<IpAddr, usize>, String> {
     let mut out = HashMap::new();
     for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let (host, count) = entry.rsplit_once(':').ok_or_else(|| format!("{entry:?} is not host:count"))?;
@@ -159,6 +200,22 @@ mod tests {
         assert_eq!(c.limit_for("::2".parse().unwrap()), 1);
         assert_eq!(c.limit_for("10.0.0.1".parse().unwrap()), 5);
         assert_eq!(c.queued_max_request_bytes, None);
+    }
+
+    #[test]
+    fn dynamic_values_apply_the_brokers_own_over_the_cluster_default_over_the_file() {
+        let file = parse(&[("max.connections", "50"), ("max.connections.per.ip", "5")]).unwrap();
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let cluster = map(&[("max.connections", "40"), ("max.connections.per.ip.overrides", "127.0.0.2:1")]);
+        let mine = map(&[("max.connections", "30"), ("max.connections.per.ip", "not a number")]);
+        let c = file.with_dynamic(Some(&cluster), Some(&mine));
+        assert_eq!(c.max_connections, 30);
+        assert_eq!(c.limit_for("127.0.0.2".parse().unwrap()), 1);
+        assert_eq!(c.limit_for("127.0.0.1".parse().unwrap()), 5, "an unparsable value keeps the file's");
+        assert_eq!(file.with_dynamic(Some(&cluster), None).max_connections, 40);
+        assert_eq!(file.with_dynamic(None, None), file);
     }
 
     #[test]

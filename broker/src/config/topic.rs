@@ -28,6 +28,8 @@ pub enum Kind {
     IntIn(&'static [(i32, i32)]),
     /// `*` or `partition:broker` pairs (the throttled replicas of a topic).
     ReplicaList,
+    /// `host:count` pairs (`max.connections.per.ip.overrides`).
+    HostCounts,
 }
 
 impl Kind {
@@ -35,7 +37,7 @@ impl Kind {
     pub fn type_code(self) -> i8 {
         match self {
             Kind::Bool => 1,
-            Kind::Enum(_) => 2,
+            Kind::Enum(_) | Kind::HostCounts => 2,
             Kind::Int(_) | Kind::IntIn(_) => 3,
             Kind::Long(_) => 5,
             Kind::Ratio => 6,
@@ -263,6 +265,7 @@ pub fn validate_key(k: &Key, value: &str) -> Result<(), String> {
             }
         }
         Kind::ReplicaList => crate::replication::throttle::validate_replicas(value),
+        Kind::HostCounts => super::connections::parse_overrides(value).map(|_| ()),
         Kind::List(words) => {
             let items: Vec<&str> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
             if items.is_empty() || items.iter().any(|i| !words.contains(i)) {

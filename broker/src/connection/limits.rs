@@ -16,6 +16,7 @@
 //! time by `socket.request.receive.timeout.ms`.
 
 use crate::config::connections::ConnectionLimitsConfig;
+use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,7 +33,9 @@ pub const LARGE_SHARE: usize = 3;
 /// Open connections, overall and by address.
 #[derive(Debug)]
 pub struct ConnectionLimits {
-    config: ConnectionLimitsConfig,
+    /// The limits in force: server.properties with the dynamic broker configs applied
+    /// (the per-listener limits stay those of the file).
+    config: ArcSwap<ConnectionLimitsConfig>,
     open: AtomicUsize,
     /// Open connections of the listeners with a limit of their own, by name.
     per_listener: HashMap<String, Arc<ListenerConnections>>,
@@ -74,7 +77,7 @@ impl ConnectionLimits {
             })
             .collect();
         Arc::new(ConnectionLimits {
-            config,
+            config: ArcSwap::from_pointee(config),
             open: AtomicUsize::new(0),
             per_listener,
             per_ip: Mutex::new(HashMap::new()),
@@ -89,7 +92,7 @@ impl ConnectionLimits {
         let own = self.per_listener.get(listener);
         loop {
             let notified = self.closed.notified();
-            let total_ok = !counted || self.open.load(Ordering::Acquire) < self.config.max_connections;
+            let total_ok = !counted || self.open.load(Ordering::Acquire) < self.config.load().max_connections;
             let own_ok = own.is_none_or(|l| l.open.load(Ordering::Acquire) < l.limit);
             if total_ok && own_ok {
                 return;
@@ -107,7 +110,7 @@ impl ConnectionLimits {
         listener: &str,
         counted: bool,
     ) -> Result<ConnectionSlot, TooManyFromAddress> {
-        let limit = self.config.limit_for(ip);
+        let limit = self.config.load().limit_for(ip);
         {
             let mut per_ip = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
             let n = per_ip.entry(ip).or_insert(0);
@@ -134,9 +137,20 @@ impl ConnectionLimits {
         self.open.load(Ordering::Acquire)
     }
 
-    /// The configured limits.
-    pub fn config(&self) -> &ConnectionLimitsConfig {
-        &self.config
+    /// The limits in force.
+    pub fn config(&self) -> Arc<ConnectionLimitsConfig> {
+        self.config.load_full()
+    }
+
+    /// Puts new limits in force (a dynamic config changed): the connections accepted
+    /// from now on are held to them; open ones stay. A listener waiting for room looks
+    /// again, as a raised `max.connections` may let it accept.
+    pub fn set_config(&self, config: ConnectionLimitsConfig) {
+        if **self.config.load() == config {
+            return;
+        }
+        self.config.store(Arc::new(config));
+        self.closed.notify_waiters();
     }
 }
 

@@ -91,7 +91,8 @@ const BROKER: i8 = 4;
 /// The topic key whose broker-level default `name` is, if `name` can change at run time.
 fn dynamic_broker_key(name: &str) -> Result<&'static Key, (ErrorCode, String)> {
     let rates = crate::replication::throttle::RATE_KEYS;
-    KEYS.iter().chain(rates).find(|k| k.broker_key == name).ok_or_else(|| {
+    let connections = crate::config::connections::DYNAMIC_KEYS;
+    KEYS.iter().chain(rates).chain(connections).find(|k| k.broker_key == name).ok_or_else(|| {
         (ErrorCode::InvalidRequest, format!("Cannot update these configs dynamically: {name}"))
     })
 }

@@ -5,7 +5,8 @@
 //! `controller::configs`), everything else is static (server.properties).
 
 use crate::broker::Broker;
-use crate::config::topic::{Kind, Source, KEYS, TOPIC_ONLY_KEYS};
+use crate::config::connections::DYNAMIC_KEYS as CONNECTION_KEYS;
+use crate::config::topic::{Key, Kind, Source, KEYS, TOPIC_ONLY_KEYS};
 use crate::replication::throttle::RATE_KEYS;
 use strata_protocol::messages::alter_configs::{
     AlterConfigsRequest, AlterConfigsResourceResponse, AlterConfigsResponse,
@@ -98,6 +99,7 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                             let kind = KEYS
                                 .iter()
                                 .chain(RATE_KEYS)
+                                .chain(CONNECTION_KEYS)
                                 .find(|k| k.broker_key == name)
                                 .map_or(Kind::Enum(&[]), |k| k.kind);
                             let source = Source::DynamicDefaultBroker;
@@ -166,7 +168,7 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
     let defaults = broker.topic_defaults();
     let mut entries: Vec<BrokerEntry> = BROKER_KEYS
         .iter()
-        .filter(|(k, _)| KEYS.iter().all(|t| t.broker_key != *k))
+        .filter(|(k, _)| KEYS.iter().chain(CONNECTION_KEYS).all(|t| t.broker_key != *k))
         .map(|(k, d)| {
             let mut levels = vec![(d.to_string(), Source::Default)];
             if let Some(v) = broker.config.raw.get(*k) {
@@ -183,16 +185,24 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
     }));
     let image = broker.metadata.current();
     let me = broker.config.node_id.to_string();
-    entries.extend(RATE_KEYS.iter().map(|k| {
+    // The dynamic keys that are no topic default: this broker's value, the cluster
+    // default, server.properties (the connection limits; the throttle rates have no
+    // static form), the built-in default.
+    let dynamic = |k: &'static Key, file: Option<&String>| {
         let mut levels = Vec::new();
         for (resource, source) in [(me.as_str(), Source::DynamicBroker), ("", Source::DynamicDefaultBroker)] {
             if let Some(v) = image.broker_configs.get(resource).and_then(|c| c.get(k.name)) {
                 levels.push((v.clone(), source));
             }
         }
+        if let Some(v) = file {
+            levels.push((v.clone(), Source::StaticBroker));
+        }
         levels.push((k.default.to_string(), Source::Default));
         BrokerEntry { name: k.name, levels, kind: k.kind, dynamic: true }
-    }));
+    };
+    entries.extend(RATE_KEYS.iter().map(|k| dynamic(k, None)));
+    entries.extend(CONNECTION_KEYS.iter().map(|k| dynamic(k, broker.config.raw.get(k.name))));
     // Per-listener keys (`listener.name.plaintext.max.connections`) have no default:
     // described when set, as Kafka describes them.
     entries.extend(broker.config.raw.iter().filter(|(k, _)| k.starts_with("listener.name.")).map(
