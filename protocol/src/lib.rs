@@ -9,10 +9,12 @@
 //! - [`messages`]: one module per API, each message declared once with `message!`;
 //! - [`records`]: RecordBatch v2 view, builder and compression codecs;
 //! - [`error`]: Kafka error codes.
+//! - [`fetch_session`]: the fetcher's side of incremental fetch sessions (KIP-227).
 
 mod apis;
 pub mod codec;
 pub mod error;
+pub mod fetch_session;
 pub mod frame;
 pub mod header;
 pub mod messages;

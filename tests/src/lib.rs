@@ -656,6 +656,24 @@ pub async fn create_topic(client: &strata_client::Client, name: &str, partitions
     assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
 }
 
+/// `GET path` over HTTP/1.1 from `addr` (a broker's `metrics.listener`); returns the
+/// status line and the body.
+pub fn http_get(addr: &str, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).expect("connect to metrics listener");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n").expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
+}
+
+/// The value of an unlabelled metric in a broker's exposition at `addr`, if present.
+pub fn metric(addr: &str, name: &str) -> Option<f64> {
+    let (_, body) = http_get(addr, "/metrics");
+    body.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,13 +7,12 @@
 //! text to a file carries no colour codes.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::time::{Duration, Instant};
 use strata_client::consumer::{Consumer, ConsumerConfig, NoopListener};
 use strata_client::producer::{Producer, ProducerConfig, ProducerRecord};
 use strata_client::{OffsetAndMetadata, TopicPartition};
-use strata_tests::{free_port, BrokerProcess};
+use strata_tests::{free_port, http_get, BrokerProcess};
 
 const TOPIC: &str = "metered";
 const GROUP: &str = "g-metered";
@@ -25,17 +24,6 @@ fn broker() -> (BrokerProcess, String) {
     let listener = format!("metrics.listener=http://127.0.0.1:{port}");
     let broker = BrokerProcess::start(&[&listener, "group.initial.rebalance.delay.ms=0"]).expect("broker");
     (broker, format!("127.0.0.1:{port}"))
-}
-
-/// `GET path` over HTTP/1.1; returns the status line and the body.
-fn http_get(addr: &str, path: &str) -> (String, String) {
-    let mut s = TcpStream::connect(addr).expect("connect to metrics listener");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n").expect("send");
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("read response");
-    let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
-    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
 }
 
 /// The samples of an exposition: `name{labels}` (labels as written) → value. Checks

@@ -10,7 +10,7 @@
 //! diverged tail, and never serves one (followers serve no consumers).
 //!
 //! Each fetcher keeps an incremental fetch session (KIP-227) with its leader, as Kafka's
-//! followers do ([`FollowerSession`]): after the first full request it sends only the
+//! followers do (`strata_protocol::fetch_session`): after the first full request it sends only the
 //! partitions whose fetch state changed (a partition it appended to has a new fetch
 //! offset) and the ones it stopped fetching, and the leader answers only the partitions
 //! with something new. A broker following thousands of partitions on one leader then
@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use strata_protocol::codec::Uuid;
+use strata_protocol::fetch_session::FetchSession;
 use strata_protocol::messages::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic, PartitionData, ReplicaState,
 };
@@ -165,77 +166,11 @@ async fn run(
     }
 }
 
-/// The epoch of a request that opens a session (KIP-227).
-const INITIAL_EPOCH: i32 = 0;
-
 /// A partition in the session: its topic id and index.
 type SessionKey = (Uuid, i32);
 
-/// The follower's side of its fetch session with one leader (Kafka's
-/// `FetchSessionHandler`): which session it is in, the epoch its next request carries,
-/// and what the leader's session holds of each partition (the fields last sent).
-#[derive(Debug, Default)]
-struct FollowerSession {
-    /// 0: none (the next request is full and asks for one).
-    id: i32,
-    next_epoch: i32,
-    sent: HashMap<SessionKey, FetchPartition>,
-}
-
-/// What one request carries: the session fields, the partitions to send and the
-/// partitions to drop from the session.
-#[derive(Debug, PartialEq)]
-struct SessionRequest {
-    id: i32,
-    epoch: i32,
-    partitions: Vec<(Uuid, FetchPartition)>,
-    forgotten: Vec<SessionKey>,
-}
-
-impl FollowerSession {
-    /// The next request for `wanted` (every partition to fetch now): all of them when
-    /// there is no session, else those new or changed since the last request, and the
-    /// ones no longer wanted as forgotten.
-    fn plan(&mut self, wanted: Vec<(Uuid, FetchPartition)>) -> SessionRequest {
-        let full = self.id == 0;
-        let mut now: HashMap<SessionKey, FetchPartition> = HashMap::with_capacity(wanted.len());
-        let mut partitions = Vec::new();
-        for (topic_id, fp) in wanted {
-            let key = (topic_id, fp.partition);
-            if full || self.sent.get(&key) != Some(&fp) {
-                partitions.push((topic_id, fp.clone()));
-            }
-            now.insert(key, fp);
-        }
-        let mut forgotten: Vec<SessionKey> = if full {
-            Vec::new()
-        } else {
-            self.sent.keys().filter(|k| !now.contains_key(k)).copied().collect()
-        };
-        forgotten.sort();
-        self.sent = now;
-        let epoch = if full { INITIAL_EPOCH } else { self.next_epoch };
-        SessionRequest { id: self.id, epoch, partitions, forgotten }
-    }
-
-    /// Takes the leader's answer to the last planned request: `session_id` is the
-    /// session it answered in (0: none, so the next request is full again).
-    fn answered(&mut self, error_code: i16, session_id: i32) {
-        if error_code != 0 || session_id == 0 || (self.id != 0 && session_id != self.id) {
-            // FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, a session the leader
-            // did not keep, or any refusal: start over with a full request.
-            self.reset();
-            return;
-        }
-        self.next_epoch = if self.id == 0 || self.next_epoch == i32::MAX { 1 } else { self.next_epoch + 1 };
-        self.id = session_id;
-    }
-
-    /// Forgets the session: the next request is full and opens a new one.
-    fn reset(&mut self) {
-        *self = FollowerSession::default();
-    }
-}
+/// The follower's side of its fetch session with one leader.
+type FollowerSession = FetchSession<SessionKey>;
 
 /// Whether this broker's replica of `p` is throttled as a follower.
 fn follower_throttled(broker: &Broker, image: &MetadataImage, p: &Partition) -> bool {
@@ -263,12 +198,12 @@ fn build_request(broker: &Broker, active: &[Target], session: &mut FollowerSessi
                 partition_max_bytes: c.replica_fetch_max_bytes,
                 ..Default::default()
             };
-            (p.topic_id, fp)
+            ((p.topic_id, p.index), fp)
         })
         .collect();
     let plan = session.plan(wanted);
     let mut by_topic: HashMap<Uuid, Vec<FetchPartition>> = HashMap::new();
-    for (topic_id, fp) in plan.partitions {
+    for ((topic_id, _), fp) in plan.partitions {
         by_topic.entry(topic_id).or_default().push(fp);
     }
     let mut forgotten: HashMap<Uuid, Vec<i32>> = HashMap::new();
@@ -522,59 +457,6 @@ mod tests {
             assert!(index.get(Uuid([3; 16]), 40).is_none());
             assert!(index.get(Uuid([4; 16]), 0).is_none());
         }
-    }
-
-    fn at(partition: i32, offset: i64) -> (Uuid, FetchPartition) {
-        (Uuid([9; 16]), FetchPartition { partition, fetch_offset: offset, ..Default::default() })
-    }
-
-    #[test]
-    fn a_session_sends_everything_first_then_only_what_changed_and_what_was_dropped() {
-        let mut s = FollowerSession::default();
-        let first = s.plan(vec![at(0, 10), at(1, 20), at(2, 30)]);
-        assert_eq!(
-            (first.id, first.epoch, first.partitions.len()),
-            (0, INITIAL_EPOCH, 3),
-            "full, opening one"
-        );
-        assert!(first.forgotten.is_empty());
-        s.answered(0, 77);
-        // Partition 1 got records (its fetch offset moved); partition 2 went away.
-        let next = s.plan(vec![at(0, 10), at(1, 25)]);
-        assert_eq!((next.id, next.epoch), (77, 1));
-        assert_eq!(next.partitions, vec![at(1, 25)]);
-        assert_eq!(next.forgotten, vec![(Uuid([9; 16]), 2)]);
-        s.answered(0, 77);
-        let idle = s.plan(vec![at(0, 10), at(1, 25)]);
-        assert_eq!((idle.epoch, idle.partitions.len(), idle.forgotten.len()), (2, 0, 0), "nothing changed");
-        s.answered(0, 77);
-        // A partition coming back is sent whole again.
-        let back = s.plan(vec![at(0, 10), at(1, 25), at(2, 31)]);
-        assert_eq!((back.epoch, back.partitions.clone()), (3, vec![at(2, 31)]));
-    }
-
-    #[test]
-    fn a_lost_or_refused_session_starts_over_with_a_full_request() {
-        let wanted = || vec![at(0, 1), at(1, 2)];
-        let mut s = FollowerSession::default();
-        s.plan(wanted());
-        s.answered(0, 5);
-        s.plan(wanted());
-        s.answered(ErrorCode::FetchSessionIdNotFound.code(), 0);
-        let again = s.plan(wanted());
-        assert_eq!((again.id, again.epoch, again.partitions.len()), (0, INITIAL_EPOCH, 2));
-        // A leader that keeps no session (its cache is full) gets full requests.
-        s.answered(0, 0);
-        let full = s.plan(wanted());
-        assert_eq!((full.id, full.epoch, full.partitions.len()), (0, INITIAL_EPOCH, 2));
-        s.answered(0, 8);
-        assert_eq!(s.plan(wanted()).id, 8);
-        // An answer in another session than ours, or a failed call, resets too.
-        s.answered(0, 9);
-        assert_eq!(s.plan(wanted()).partitions.len(), 2);
-        s.answered(0, 10);
-        s.reset();
-        assert_eq!(s.plan(wanted()).epoch, INITIAL_EPOCH);
     }
 
     #[test]

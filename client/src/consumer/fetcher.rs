@@ -4,6 +4,8 @@
 //! (prefetch). Requests use topic ids
 //! (v13+) when the broker and the metadata have them, names otherwise; each partition
 //! carries the leader epoch the metadata knows (KIP-320) so a stale leader is refused.
+//! Each broker's fetches run in an incremental fetch session (KIP-227, [`BrokerSession`]),
+//! one fetch in flight per broker.
 
 use super::record::{decode, DecodeOptions, Decoded};
 use crate::client::Client;
@@ -14,7 +16,10 @@ use crate::types::TopicPartition;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use strata_protocol::codec::Uuid;
-use strata_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
+use strata_protocol::fetch_session::FetchSession;
+use strata_protocol::messages::fetch::{
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic,
+};
 use strata_protocol::{ApiKey, ErrorCode, RequestBody, ResponseBody};
 
 /// The byte and time limits of a fetch.
@@ -29,13 +34,32 @@ pub(crate) struct FetchLimits {
 }
 
 /// A fetch sent to one broker: what was asked, so the answer can be checked against
-/// the positions when it arrives.
+/// the positions when it arrives, and the broker's fetch session, handed back for the
+/// next fetch.
 #[derive(Debug)]
 pub(crate) struct FetchOutcome {
     pub broker: i32,
+    /// Every partition of the session with the offset it is fetched from, including
+    /// those the (incremental) request did not name because they did not change.
     pub asked: Vec<(TopicPartition, i64)>,
     pub ids: HashMap<Uuid, String>,
     pub result: Result<FetchResponse>,
+    pub session: BrokerSession,
+}
+
+/// The consumer's incremental fetch session (KIP-227) with one broker, as Kafka's Java
+/// consumer keeps one: each fetch after the first names only the partitions whose
+/// position or leader epoch changed and those no longer fetched, and the broker answers
+/// only the partitions with something new, so a consumer of many partitions does not
+/// send and parse all of them every time. One fetch per broker is in flight, and the
+/// session travels with it (a broker answers one connection's requests in order, so a
+/// second fetch would wait behind a parked one anyway).
+#[derive(Debug, Default)]
+pub(crate) struct BrokerSession {
+    session: FetchSession<TopicPartition>,
+    /// Whether the session's requests name topics by id (v13+); a change of mind (a
+    /// topic without an id joined) starts a new session.
+    by_id: bool,
 }
 
 /// Partitions with the offsets to fetch them from.
@@ -57,12 +81,19 @@ pub(crate) fn plan(
     (by_leader, leaderless)
 }
 
+/// Whether a fetch's top-level error only says the session is gone (the broker
+/// restarted or evicted it): the next fetch opens another, nothing else is wrong.
+pub(crate) fn session_lost(e: &Error) -> bool {
+    matches!(e.code(), Some(ErrorCode::FetchSessionIdNotFound | ErrorCode::InvalidFetchSessionEpoch))
+}
+
 /// Sends one broker's fetch and waits for the answer (run as its own task).
 pub(crate) async fn fetch(
     client: Client,
     broker: i32,
     asked: Vec<(TopicPartition, i64)>,
     limits: FetchLimits,
+    mut session: BrokerSession,
 ) -> FetchOutcome {
     let cluster = client.cluster();
     let mut ids = HashMap::new();
@@ -70,48 +101,90 @@ pub(crate) async fn fetch(
         let conn = client.broker(broker).await?;
         let all_ids = asked.iter().all(|(tp, _)| cluster.topic(&tp.topic).is_some_and(|t| !t.id.is_zero()));
         let version = conn.version_at_most(ApiKey::Fetch, if all_ids { 17 } else { 12 })?;
+        let by_id = version >= 13;
+        if session.by_id != by_id {
+            session.session.reset();
+            session.by_id = by_id;
+        }
+        let id_of = |topic: &str| cluster.topic(topic).map(|t| t.id).unwrap_or(Uuid::ZERO);
+        for (tp, _) in &asked {
+            ids.entry(id_of(&tp.topic)).or_insert_with(|| tp.topic.to_string());
+        }
+        let wanted = || {
+            asked
+                .iter()
+                .map(|(tp, offset)| {
+                    let epoch =
+                        cluster.partition(&tp.topic, tp.partition).map(|p| p.leader_epoch).unwrap_or(-1);
+                    let fp = FetchPartition {
+                        partition: tp.partition,
+                        current_leader_epoch: epoch,
+                        fetch_offset: *offset,
+                        partition_max_bytes: limits.partition_max_bytes,
+                        ..Default::default()
+                    };
+                    (tp.clone(), fp)
+                })
+                .collect()
+        };
+        let mut planned = session.session.plan(wanted());
+        if by_id && planned.forgotten.iter().any(|tp| id_of(&tp.topic).is_zero()) {
+            // A topic left the metadata (deleted): it cannot be named to forget it, so
+            // the session starts over with a full request.
+            session.session.reset();
+            planned = session.session.plan(wanted());
+        }
         let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
-        for (tp, offset) in &asked {
-            let epoch = cluster.partition(&tp.topic, tp.partition).map(|p| p.leader_epoch).unwrap_or(-1);
-            topics.entry(tp.topic.as_str()).or_default().push(FetchPartition {
-                partition: tp.partition,
-                current_leader_epoch: epoch,
-                fetch_offset: *offset,
-                partition_max_bytes: limits.partition_max_bytes,
-                ..Default::default()
-            });
+        for (tp, fp) in &planned.partitions {
+            topics.entry(tp.topic.as_str()).or_default().push(fp.clone());
         }
         let topics: Vec<FetchTopic> = topics
             .into_iter()
-            .map(|(name, partitions)| {
-                let id = cluster.topic(name).map(|t| t.id).unwrap_or(Uuid::ZERO);
-                ids.insert(id, name.to_string());
-                FetchTopic { topic: name.to_string(), topic_id: id, partitions }
+            .map(|(name, partitions)| FetchTopic {
+                topic: name.to_string(),
+                topic_id: id_of(name),
+                partitions,
             })
+            .collect();
+        let mut forgotten: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for tp in planned.forgotten {
+            forgotten.entry(tp.topic.to_string()).or_default().push(tp.partition);
+        }
+        let forgotten_topics_data = forgotten
+            .into_iter()
+            .map(|(name, partitions)| ForgottenTopic { topic_id: id_of(&name), topic: name, partitions })
             .collect();
         let request = FetchRequest {
             max_wait_ms: limits.max_wait_ms,
             min_bytes: limits.min_bytes,
             max_bytes: limits.max_bytes,
             isolation_level: limits.isolation_level,
-            session_id: 0,
-            session_epoch: -1,
+            session_id: planned.id,
+            session_epoch: planned.epoch,
             topics,
+            forgotten_topics_data,
             rack_id: limits.rack.clone(),
             ..Default::default()
         };
         let rx = conn.submit(version, &RequestBody::Fetch(request)).await?;
         let Response { body, .. } = conn.await_reply(rx).await?;
         match body {
-            ResponseBody::Fetch(r) => match Error::from_code(r.error_code, None) {
-                Some(e) => Err(e),
-                None => Ok(r),
-            },
+            ResponseBody::Fetch(r) => {
+                session.session.answered(r.error_code, r.session_id);
+                match Error::from_code(r.error_code, None) {
+                    Some(e) => Err(e),
+                    None => Ok(r),
+                }
+            }
             _ => Err(Error::protocol(conn.addr(), "Fetch answered with another API")),
         }
     }
     .await;
-    FetchOutcome { broker, asked, ids, result }
+    if result.is_err() {
+        // Whether the broker saw the request is unknown: the next fetch opens a session.
+        session.session.reset();
+    }
+    FetchOutcome { broker, asked, ids, result, session }
 }
 
 /// What one partition's answer means for the consumer.
@@ -214,6 +287,7 @@ mod tests {
             asked,
             ids: HashMap::from([(id, "t".to_string())]),
             result: Ok(response),
+            session: BrokerSession::default(),
         };
         let results = results(&outcome, options());
         assert_eq!(results.len(), 5, "a partition not asked for is ignored");

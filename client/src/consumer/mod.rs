@@ -4,7 +4,9 @@
 //! and a checkpoint API ([`Consumer::positions`] / [`Consumer::restore_positions`]) for
 //! stream engines that keep their positions themselves.
 //!
-//! Not (yet) done: fetch sessions (KIP-227; every fetch is a full one), truncation
+//! Fetches go through incremental fetch sessions (KIP-227), one per broker.
+//!
+//! Not (yet) done: truncation
 //! detection with OffsetForLeaderEpoch after a leader change (KIP-320: the leader epoch is
 //! sent and committed, not validated), pattern subscriptions, fetching from followers
 //! (KIP-392), rack-aware assignment, and the next-generation group protocol (KIP-848).
@@ -44,11 +46,11 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::types::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
 use coordinator::Group;
-use fetcher::{FetchLimits, FetchOutcome, PartitionResult};
+use fetcher::{BrokerSession, FetchLimits, FetchOutcome, PartitionResult};
 use membership::{Event, Membership, MembershipConfig};
 use positions::{Buffered, Positions};
 use record::DecodeOptions;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -84,6 +86,11 @@ pub struct Consumer {
     buffered: Buffered,
     fetches: JoinSet<FetchOutcome>,
     fetching: HashSet<TopicPartition>,
+    /// The fetch in flight per task: its broker and partitions, released if the task
+    /// ends without an outcome.
+    in_flight: HashMap<tokio::task::Id, (i32, Vec<TopicPartition>)>,
+    /// Each broker's fetch session while no fetch to it is in flight (the fetch holds it).
+    sessions: HashMap<i32, BrokerSession>,
     async_commits: Option<coordinator::Committer>,
     refresh_metadata: bool,
     last_auto_commit: Instant,
@@ -123,6 +130,8 @@ impl Consumer {
             buffered: Buffered::default(),
             fetches: JoinSet::new(),
             fetching: HashSet::new(),
+            in_flight: HashMap::new(),
+            sessions: HashMap::new(),
             async_commits: None,
             refresh_metadata: false,
             last_auto_commit: Instant::now(),
@@ -243,9 +252,21 @@ impl Consumer {
             }
             let events = self.group.clone();
             tokio::select! {
-                Some(done) = self.fetches.join_next(), if !self.fetches.is_empty() => {
-                    if let Ok(outcome) = done {
-                        self.on_fetch(outcome)?;
+                Some(done) = self.fetches.join_next_with_id(), if !self.fetches.is_empty() => {
+                    match done {
+                        Ok((id, outcome)) => {
+                            self.in_flight.remove(&id);
+                            self.on_fetch(outcome)?;
+                        }
+                        Err(e) => {
+                            // The task panicked or was cancelled: its partitions and its
+                            // broker are free again, without a session.
+                            if let Some((_, asked)) = self.in_flight.remove(&e.id()) {
+                                for tp in &asked {
+                                    self.fetching.remove(tp);
+                                }
+                            }
+                        }
                     }
                 }
                 _ = async { match &events { Some(g) => g.events.notified().await, None => std::future::pending().await } } => {}
@@ -437,11 +458,21 @@ impl Consumer {
         if !leaderless.is_empty() {
             self.refresh_metadata = true;
         }
+        // One fetch per broker at a time, in its session (whose requests go in order);
+        // the broker's other partitions wait for its answer.
+        let busy: HashSet<i32> = self.in_flight.values().map(|(b, _)| *b).collect();
         for (broker, asked) in by_leader {
+            if busy.contains(&broker) {
+                continue;
+            }
             for (tp, _) in &asked {
                 self.fetching.insert(tp.clone());
             }
-            self.fetches.spawn(fetcher::fetch(self.client.clone(), broker, asked, limits.clone()));
+            let partitions = asked.iter().map(|(tp, _)| tp.clone()).collect();
+            let session = self.sessions.remove(&broker).unwrap_or_default();
+            let fetch = fetcher::fetch(self.client.clone(), broker, asked, limits.clone(), session);
+            let id = self.fetches.spawn(fetch).id();
+            self.in_flight.insert(id, (broker, partitions));
         }
     }
 
@@ -456,11 +487,16 @@ impl Consumer {
         }
     }
 
-    fn on_fetch(&mut self, outcome: FetchOutcome) -> Result<()> {
+    fn on_fetch(&mut self, mut outcome: FetchOutcome) -> Result<()> {
         for (tp, _) in &outcome.asked {
             self.fetching.remove(tp);
         }
+        self.sessions.insert(outcome.broker, std::mem::take(&mut outcome.session));
         if let Err(e) = &outcome.result {
+            if fetcher::session_lost(e) {
+                tracing::debug!(broker = outcome.broker, error = %e, "fetch session lost; opening another");
+                return Ok(());
+            }
             tracing::debug!(broker = outcome.broker, error = %e, "fetch failed");
             self.refresh_metadata = true;
             return Ok(());
@@ -673,6 +709,8 @@ impl Consumer {
         self.buffered = Buffered::default();
         self.fetches.abort_all();
         self.fetching.clear();
+        self.in_flight.clear();
+        self.sessions.clear();
         result
     }
 

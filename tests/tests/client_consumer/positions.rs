@@ -1,6 +1,7 @@
 //! Reading and positions on one consumer: every codec read back in order, positions
 //! restored from a checkpoint with seek, pause and commits on a manual assignment,
-//! `auto.offset.reset` for out-of-range and missing offsets, and auto-commit. Split out
+//! `auto.offset.reset` for out-of-range and missing offsets, auto-commit, and many
+//! partitions read through one incremental fetch session (KIP-227). Split out
 //! of `client_consumer.rs` to keep each file short.
 
 use crate::{broker, config, poll_until, produce};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use strata_client::consumer::{Consumer, NoopListener};
 use strata_client::{Client, ClientConfig, OffsetAndMetadata, TopicPartition};
 use strata_protocol::records::Compression;
-use strata_tests::create_topic;
+use strata_tests::{create_topic, free_port, metric, BrokerProcess};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_record_is_read_back_with_every_codec() {
@@ -187,4 +188,73 @@ async fn auto_commit_commits_while_polling_and_on_close() {
     let next = poll_until(&mut check, Duration::from_secs(30), |s| !s.is_empty()).await;
     assert_eq!((next[0].0.partition, next[0].1, next[0].2.as_str()), (1, 40, "later"));
     check.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_partitions_are_read_through_one_incremental_fetch_session() {
+    const PARTITIONS: i32 = 40;
+    let port = free_port().expect("port");
+    let metrics = format!("127.0.0.1:{port}");
+    let broker = BrokerProcess::start(&[&format!("metrics.listener=http://{metrics}")]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "wide", PARTITIONS).await;
+    let all: Vec<TopicPartition> = (0..PARTITIONS).map(|p| TopicPartition::new("wide", p)).collect();
+    let mut expected = BTreeSet::new();
+    let produced = |expected: &mut BTreeSet<_>, p: i32, base: i64, values: &[String]| {
+        for (i, v) in values.iter().enumerate() {
+            expected.insert((TopicPartition::new("wide", p), base + i as i64, v.clone()));
+        }
+    };
+    for p in 0..PARTITIONS {
+        let values: Vec<String> = (0..3).map(|i| format!("first-{p}-{i}")).collect();
+        produced(&mut expected, p, produce(&client, "wide", p, &values, Compression::None).await, &values);
+    }
+    let mut consumer = Consumer::new(config(&broker, None)).await.expect("consumer");
+    consumer.assign(&all).expect("assign");
+    let mut seen =
+        poll_until(&mut consumer, Duration::from_secs(30), |s| s.len() >= 3 * PARTITIONS as usize).await;
+
+    // Idle, the consumer's session holds every partition: its fetches name none.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let extra = consumer.poll(Duration::from_millis(150)).await.expect("poll");
+        assert!(extra.is_empty(), "nothing more was produced");
+        let m = metrics.clone();
+        let (sessions, cached) = tokio::task::spawn_blocking(move || {
+            (
+                metric(&m, "kafka_server_fetchsessioncache_numincrementalfetchsessions"),
+                metric(&m, "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"),
+            )
+        })
+        .await
+        .expect("scrape");
+        if sessions == Some(1.0) && cached == Some(f64::from(PARTITIONS)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no session of {PARTITIONS} partitions: {sessions:?} {cached:?}");
+    }
+
+    // Records arriving on a few partitions at a time reach the consumer through it.
+    for round in 0..5 {
+        for p in [round * 7 % PARTITIONS, (round * 7 + 3) % PARTITIONS] {
+            let values: Vec<String> = (0..4).map(|i| format!("round{round}-{p}-{i}")).collect();
+            produced(
+                &mut expected,
+                p,
+                produce(&client, "wide", p, &values, Compression::None).await,
+                &values,
+            );
+        }
+        let want = expected.len();
+        let more = poll_until(&mut consumer, Duration::from_secs(30), |s| seen.len() + s.len() >= want).await;
+        seen.extend(more);
+    }
+    assert_eq!(seen.len(), expected.len(), "nothing twice");
+    assert_eq!(seen.iter().cloned().collect::<BTreeSet<_>>(), expected);
+    for p in 0..PARTITIONS {
+        let offsets: Vec<i64> =
+            seen.iter().filter(|(tp, _, _)| tp.partition == p).map(|(_, o, _)| *o).collect();
+        assert!(offsets.windows(2).all(|w| w[0] + 1 == w[1]), "partition {p} in order: {offsets:?}");
+    }
+    consumer.close().await.expect("close");
 }
