@@ -1,5 +1,5 @@
 //! `ReplicaManager`: the partitions this broker hosts as leader or follower, created,
-//! given roles and removed as the metadata image says ([`apply`]); each [`Partition`]
+//! given roles and removed as the metadata image says (`apply`); each [`Partition`]
 //! holds its log and its replication state.
 //!
 //! Lookups are lock-free (an immutable map swapped on change); creating and removing

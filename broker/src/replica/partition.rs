@@ -670,7 +670,7 @@ impl Partition {
         self.log.read(offset, max_bytes, i64::MAX, min_one)
     }
 
-    /// Reads record data for a fetch: see [`super::fetch_read::read_for_fetch`].
+    /// Reads record data for a fetch: see `fetch_read::read_for_fetch`.
     pub fn read_for_fetch(
         &self,
         offset: i64,

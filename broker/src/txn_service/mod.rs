@@ -10,7 +10,7 @@
 //! `transaction.state.log.min.isr` (compacted). The coordinator owns the partitions this
 //! broker leads, loading each when it becomes leader (its leader epoch is the coordinator
 //! epoch) and resuming the markers of transactions found prepared; markers go to each
-//! partition's leader, local or remote ([`markers`]), and count once replicated.
+//! partition's leader, local or remote (`markers`), and count once replicated.
 
 mod markers;
 mod task;

@@ -48,7 +48,7 @@ const CRC_STEP: usize = 16 * 1024;
 
 /// Builds one valid v2 batch: records are encoded as they are appended, and compression
 /// and the CRC are applied once by [`RecordBatchBuilder::build`] (an uncompressed
-/// batch's records are checksummed as they come, in [`CRC_STEP`] pieces).
+/// batch's records are checksummed as they come, in `CRC_STEP` pieces).
 #[derive(Debug, Clone)]
 pub struct RecordBatchBuilder {
     base_offset: i64,
@@ -133,7 +133,7 @@ impl RecordBatchBuilder {
     }
 
     /// Marks the batch as a control batch (transaction markers); see
-    /// [`super::build_end_txn_marker_batch`].
+    /// [`super::EndTxnMarker`].
     pub fn control(mut self, control: bool) -> Self {
         self.control = control;
         self
