@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every Strata test: builds the release broker, runs all Rust tests, then the pytest interop
+# Runs every Strata test: builds the release broker, runs all Rust tests, checks that the API docs
+# build without warnings, then the pytest interop
 # suite (tests/interop) and the CI subset of librdkafka's own test suite
 # (scripts/librdkafka-suite.sh, on one broker and on a 3-node cluster) against the real binary
 # with real clients (confluent-kafka, kafka-python, aiokafka, kafkajs, kcat).
@@ -127,6 +128,10 @@ step build build_release || BUILD_OK=0
 # --no-fail-fast: one failing test binary must not hide the results of the others.
 step cargo-test cargo test --workspace --no-fail-fast
 
+# The API docs build without warnings (broken or private intra-doc links); the examples in
+# them ran as doc tests above.
+step docs env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
+
 if [ "$BUILD_OK" = 1 ] && [ -x .venv/bin/python ]; then
     step interop .venv/bin/python -m pytest tests/interop -p no:cacheprovider -ra "$@"
 else
@@ -145,7 +150,7 @@ else
 fi
 
 log "summary (total $(( $(now) - T_START ))s)"
-for k in install build cargo-test interop librdkafka librdkafka-cluster; do
+for k in install build cargo-test docs interop librdkafka librdkafka-cluster; do
     [ -n "${TOOK[$k]:-}" ] && printf '  %-18s %5ss\n' "$k" "${TOOK[$k]}"
 done
 if [ ${#FAILED[@]} -gt 0 ]; then
