@@ -190,7 +190,9 @@ pub(crate) async fn fetch(
 /// What one partition's answer means for the consumer.
 #[derive(Debug)]
 pub(crate) enum PartitionResult {
-    Records(Decoded),
+    /// The records read, and the partition's end as the broker reported it: the high
+    /// watermark, or the last stable offset under `read_committed`.
+    Records(Decoded, i64),
     /// The leader moved or the metadata is stale: refresh, then fetch again.
     RefreshMetadata,
     /// The position is outside the log: reset it by `auto.offset.reset`.
@@ -221,8 +223,14 @@ pub(crate) fn results(
                 ErrorCode::None => {
                     let bytes = p.records.as_ref().and_then(|r| r.memory()).unwrap_or_default();
                     let aborted = p.aborted_transactions.as_deref().unwrap_or_default();
+                    let end = match options.isolation {
+                        crate::types::IsolationLevel::ReadCommitted if p.last_stable_offset >= 0 => {
+                            p.last_stable_offset
+                        }
+                        _ => p.high_watermark,
+                    };
                     match decode(&shared, p.partition_index, offset, &bytes, aborted, options) {
-                        Ok(d) => PartitionResult::Records(d),
+                        Ok(d) => PartitionResult::Records(d, end),
                         Err(e) => PartitionResult::Failed(e),
                     }
                 }
@@ -292,7 +300,7 @@ mod tests {
         let results = results(&outcome, options());
         assert_eq!(results.len(), 5, "a partition not asked for is ignored");
         assert!(
-            matches!(&results[0].2, PartitionResult::Records(d) if d.records.len() == 1 && d.next_offset == 6)
+            matches!(&results[0].2, PartitionResult::Records(d, _) if d.records.len() == 1 && d.next_offset == 6)
         );
         assert_eq!(&*results[0].0.topic, "t");
         assert!(matches!(results[1].2, PartitionResult::RefreshMetadata));

@@ -91,6 +91,8 @@ pub struct Consumer {
     in_flight: HashMap<tokio::task::Id, (i32, Vec<TopicPartition>)>,
     /// Each broker's fetch session while no fetch to it is in flight (the fetch holds it).
     sessions: HashMap<i32, BrokerSession>,
+    /// Each partition's end (high watermark, or last stable offset) as last reported.
+    ends: HashMap<TopicPartition, i64>,
     async_commits: Option<coordinator::Committer>,
     refresh_metadata: bool,
     last_auto_commit: Instant,
@@ -132,6 +134,7 @@ impl Consumer {
             fetching: HashSet::new(),
             in_flight: HashMap::new(),
             sessions: HashMap::new(),
+            ends: HashMap::new(),
             async_commits: None,
             refresh_metadata: false,
             last_auto_commit: Instant::now(),
@@ -461,8 +464,23 @@ impl Consumer {
         // One fetch per broker at a time, in its session (whose requests go in order);
         // the broker's other partitions wait for its answer.
         let busy: HashSet<i32> = self.in_flight.values().map(|(b, _)| *b).collect();
+        let mut reading: HashSet<i32> = HashSet::new();
+        for tp in self.buffered.pending(&self.positions) {
+            if let Some(p) = cluster.partition(&tp.topic, tp.partition) {
+                reading.insert(p.leader);
+            }
+        }
         for (broker, asked) in by_leader {
             if busy.contains(&broker) {
+                continue;
+            }
+            // A fetch of only caught-up partitions parks on the broker for up to
+            // fetch.max.wait.ms, and the broker's partitions whose buffered records are
+            // being returned now would wait behind it once read: fetch them all together
+            // then (a broker answers one connection's requests in order).
+            let caught_up =
+                asked.iter().all(|(tp, offset)| self.ends.get(tp).is_some_and(|end| offset >= end));
+            if caught_up && reading.contains(&broker) {
                 continue;
             }
             for (tp, _) in &asked {
@@ -512,7 +530,10 @@ impl Consumer {
                 continue;
             }
             match result {
-                PartitionResult::Records(decoded) => self.buffered.push(tp, decoded),
+                PartitionResult::Records(decoded, end) => {
+                    self.ends.insert(tp.clone(), end);
+                    self.buffered.push(tp, decoded);
+                }
                 PartitionResult::RefreshMetadata => self.refresh_metadata = true,
                 PartitionResult::OutOfRange => match self.config.auto_offset_reset {
                     OffsetReset::None => {

@@ -139,6 +139,12 @@ impl Buffered {
     pub fn has(&self, tp: &TopicPartition) -> bool {
         self.completed.iter().any(|c| &c.tp == tp)
     }
+
+    /// The partitions with records still to return that `poll` will return (not paused).
+    pub fn pending<'a>(&'a self, positions: &'a Positions) -> impl Iterator<Item = &'a TopicPartition> {
+        let paused = |tp: &TopicPartition| positions.states.get(tp).is_some_and(|s| s.paused);
+        self.completed.iter().map(|c| &c.tp).filter(move |tp| !paused(tp))
+    }
     pub fn drop_partition(&mut self, tp: &TopicPartition) {
         self.completed.retain(|c| &c.tp != tp);
     }

@@ -258,3 +258,34 @@ async fn many_partitions_are_read_through_one_incremental_fetch_session() {
     }
     consumer.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_with_a_backlog_does_not_wait_for_a_fetch_parked_on_an_idle_one() {
+    // One batch of 4 per fetch (a partition gets at least one batch whatever its limit),
+    // polled one record at a time so the rest stays buffered while the next fetch could
+    // go out with only the idle partition; such a fetch parks for 10 s, and the broker
+    // answers one connection's requests in order. Waiting behind it, the 30 fetches the
+    // backlog needs would take 5 minutes.
+    let broker = broker();
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("client");
+    create_topic(&client, "backlog", 2).await;
+    for b in 0..30 {
+        let values: Vec<String> = (0..4).map(|i| format!("{b}-{i}-{}", "x".repeat(500))).collect();
+        produce(&client, "backlog", 0, &values, Compression::None).await;
+    }
+    let mut config = config(&broker, None);
+    config.set("fetch.max.wait.ms", "10000").expect("wait");
+    config.set("max.partition.fetch.bytes", "1024").expect("partition bytes");
+    config.set("max.poll.records", "1").expect("poll records");
+    let mut consumer = Consumer::new(config).await.expect("consumer");
+    consumer.assign(&[TopicPartition::new("backlog", 0), TopicPartition::new("backlog", 1)]).expect("assign");
+    let seen = poll_until(&mut consumer, Duration::from_secs(60), |s| s.len() >= 120).await;
+    assert_eq!(seen.len(), 120);
+    assert!(seen.windows(2).all(|w| w[0].1 + 1 == w[1].1), "in order, nothing twice");
+    // Caught up, the idle partition's records still arrive.
+    let values = vec!["late".to_string()];
+    let base = produce(&client, "backlog", 1, &values, Compression::None).await;
+    let late = poll_until(&mut consumer, Duration::from_secs(30), |s| !s.is_empty()).await;
+    assert_eq!(late, vec![(TopicPartition::new("backlog", 1), base, "late".to_string())]);
+    consumer.close().await.expect("close");
+}
