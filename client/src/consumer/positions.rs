@@ -140,10 +140,11 @@ impl Buffered {
         self.completed.iter().any(|c| &c.tp == tp)
     }
 
-    /// The partitions with records still to return that `poll` will return (not paused).
+    /// The partitions with records still to return that `poll` will return (assigned and
+    /// not paused).
     pub fn pending<'a>(&'a self, positions: &'a Positions) -> impl Iterator<Item = &'a TopicPartition> {
-        let paused = |tp: &TopicPartition| positions.states.get(tp).is_some_and(|s| s.paused);
-        self.completed.iter().map(|c| &c.tp).filter(move |tp| !paused(tp))
+        let returned = |tp: &TopicPartition| positions.states.get(tp).is_some_and(|s| !s.paused);
+        self.completed.iter().map(|c| &c.tp).filter(move |tp| returned(tp))
     }
     pub fn drop_partition(&mut self, tp: &TopicPartition) {
         self.completed.retain(|c| &c.tp != tp);
@@ -317,6 +318,11 @@ mod tests {
         buffered.push(t0.clone(), decoded(0, &[0], 1));
         buffered.push(t1.clone(), decoded(1, &[0], 1));
         positions.set_paused(&t0, true);
+        assert_eq!(
+            buffered.pending(&positions).collect::<Vec<_>>(),
+            vec![&t1],
+            "a paused one is not pending"
+        );
         let out = buffered.drain(&mut positions, 10);
         assert_eq!(out.iter().map(|r| r.partition).collect::<Vec<_>>(), vec![1], "paused: kept back");
         assert!(buffered.has(&t0));
@@ -328,5 +334,8 @@ mod tests {
         assert!(!buffered.has(&t0));
         assert_eq!(positions.without_position(true), vec![t0.clone()]);
         assert!(positions.without_position(false).is_empty(), "a reset is pending, not a lookup");
+        buffered.push(t1.clone(), decoded(1, &[1], 2));
+        positions.remove(&t1);
+        assert_eq!(buffered.pending(&positions).count(), 0, "an unassigned one is not pending");
     }
 }
