@@ -182,6 +182,11 @@ async fn accept_loop(
                             _ = shutdown.changed() => return,
                             _ = limits.wait_for_room(&listener, !exempt) => {}
                         }
+                        // Past max.connection.creation.rate it waits for its turn.
+                        tokio::select! {
+                            _ = shutdown.changed() => return,
+                            _ = limits.wait_to_create(!exempt) => {}
+                        }
                     }
                     let slot = match kind {
                         ListenerKind::Controller => None,

@@ -14,11 +14,14 @@ reads back intact with librdkafka and kafka-python.
 value, the cluster default): a connection past the new per-address limit is closed, one past
 `max.connections` waits in the backlog until the limit is lifted, connections already open stay
 served, and DescribeConfigs shows each with its source beside the static ones.
+`max.connection.creation.rate` paces new connections (from server.properties, then one broker's
+dynamic value) and refuses a negative rate with INVALID_CONFIG.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -188,3 +191,32 @@ def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(
     assert frame[:4] == wire.i32(1), "the waiting connection's ApiVersions is answered"
     for c in [control, third, waiting, *held]:
         c.close()
+
+
+def test_max_connection_creation_rate_paces_new_connections_and_changes_at_run_time(broker_factory):
+    b = broker_factory({"max.connection.creation.rate": "4"})
+    control = wire.Conn(b.port)
+    wire.api_versions(control)
+
+    def served_connections(n: int) -> float:
+        """Opens n connections one after the other, each answered before the next; seconds taken."""
+        start = time.monotonic()
+        for _ in range(n):
+            with wire.Conn(b.port, source="127.0.0.4") as c:
+                wire.api_versions(c)
+        return time.monotonic() - start
+
+    # 4 a second with a burst of one second's worth: 12 more take at least 2 s.
+    assert served_connections(12) >= 1.5
+    # One broker's dynamic value over the file's: 1 a second, so 4 more take about 3 s.
+    code, message = wire.incremental_alter_configs_v0(control, 4, "0", [("max.connection.creation.rate", 0, "1")])
+    assert code == 0, message
+    served_connections(1)  # the bucket may still hold one
+    assert served_connections(3) >= 2.0
+    code, message = wire.incremental_alter_configs_v0(control, 4, "", [("max.connection.creation.rate", 0, "-1")])
+    assert code == 40, message
+    # Back to the file's 4 a second; the open connection was served all along.
+    code, message = wire.incremental_alter_configs_v0(control, 4, "0", [("max.connection.creation.rate", 1, None)])
+    assert code == 0, message
+    wire.api_versions(control)
+    control.close()

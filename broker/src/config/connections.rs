@@ -11,19 +11,21 @@ use std::time::Duration;
 /// broker's memory for requests is bounded whatever clients send.
 pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: i64 = 256 * 1024 * 1024;
 
-/// `max.connections`, `max.connections.per.ip` and `max.connections.per.ip.overrides`
-/// as dynamic broker configs (per broker or the cluster default, over server.properties),
+/// `max.connections`, `max.connections.per.ip`, `max.connections.per.ip.overrides` and
+/// `max.connection.creation.rate` as dynamic broker configs (per broker or the cluster default, over server.properties),
 /// as Kafka's `DynamicConnectionQuota` makes them: a change applies to the connections
 /// accepted next; connections already open stay.
 pub const DYNAMIC_KEYS: &[Key] = &[
     Key { name: MAX_CONNECTIONS, broker_key: MAX_CONNECTIONS, default: "2147483647", kind: Kind::Int(0) },
     Key { name: PER_IP, broker_key: PER_IP, default: "2147483647", kind: Kind::Int(0) },
     Key { name: PER_IP_OVERRIDES, broker_key: PER_IP_OVERRIDES, default: "", kind: Kind::HostCounts },
+    Key { name: CREATION_RATE, broker_key: CREATION_RATE, default: "2147483647", kind: Kind::Int(0) },
 ];
 
 const MAX_CONNECTIONS: &str = "max.connections";
 const PER_IP: &str = "max.connections.per.ip";
 const PER_IP_OVERRIDES: &str = "max.connections.per.ip.overrides";
+const CREATION_RATE: &str = "max.connection.creation.rate";
 
 /// Connection and request-memory limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +44,10 @@ pub struct ConnectionLimitsConfig {
     /// `max.connections.per.ip.overrides` (`host:count,ip:count`), host names resolved
     /// when the configuration is read.
     pub per_ip_overrides: HashMap<IpAddr, usize>,
+    /// `max.connection.creation.rate` (KIP-612; unbounded by default): client connections
+    /// accepted per second, broker-wide; past it a new connection waits before it is
+    /// served. The listeners `max.connections` leaves alone are exempt too.
+    pub max_connection_creation_rate: usize,
     /// `connections.max.idle.ms` (10 minutes): a connection with nothing received for
     /// this long is closed.
     pub connections_max_idle: Duration,
@@ -61,6 +67,7 @@ impl Default for ConnectionLimitsConfig {
             per_listener: BTreeMap::new(),
             max_connections_per_ip: i32::MAX as usize,
             per_ip_overrides: HashMap::new(),
+            max_connection_creation_rate: i32::MAX as usize,
             connections_max_idle: Duration::from_millis(600_000),
             queued_max_request_bytes: Some(DEFAULT_QUEUED_MAX_REQUEST_BYTES as usize),
             request_receive_timeout: Duration::from_millis(60_000),
@@ -94,6 +101,7 @@ impl ConnectionLimitsConfig {
             value: overrides.clone(),
             reason,
         })?;
+        let max_connection_creation_rate = p.int_in(CREATION_RATE, max, 0, max)? as usize;
         let idle = p.int_in("connections.max.idle.ms", 600_000, 1, i64::MAX)?;
         let queued = p.int_in("queued.max.request.bytes", DEFAULT_QUEUED_MAX_REQUEST_BYTES, -1, i64::MAX)?;
         if queued == 0 {
@@ -109,6 +117,7 @@ impl ConnectionLimitsConfig {
             per_listener,
             max_connections_per_ip,
             per_ip_overrides,
+            max_connection_creation_rate,
             connections_max_idle: Duration::from_millis(idle as u64),
             queued_max_request_bytes: (queued > 0).then_some(queued as usize),
             request_receive_timeout: Duration::from_millis(receive as u64),
@@ -139,6 +148,9 @@ impl ConnectionLimitsConfig {
         }
         if let Some(n) = count(PER_IP) {
             out.max_connections_per_ip = n;
+        }
+        if let Some(n) = count(CREATION_RATE) {
+            out.max_connection_creation_rate = n;
         }
         if let Some(overrides) = value(PER_IP_OVERRIDES).and_then(|v| parse_overrides(v).ok()) {
             out.per_ip_overrides = overrides;

@@ -4,7 +4,8 @@
 //! listeners stop accepting, so new connections wait in the kernel's backlog, as in
 //! Kafka) and against its address's `max.connections.per.ip` (past it the connection is
 //! closed as soon as it is accepted). A listener with a limit of its own
-//! (`listener.name.<listener>.max.connections`) likewise stops accepting at it.
+//! (`listener.name.<listener>.max.connections`) likewise stops accepting at it. Past
+//! `max.connection.creation.rate` an accepted connection waits before it is served.
 //!
 //! Request memory (`queued.max.request.bytes`, Kafka's memory pool): a connection takes
 //! a request's length from a broker-wide budget when it reads the length prefix, before
@@ -21,6 +22,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Requests above this size draw on the large requests' share of the budget too.
@@ -41,6 +43,9 @@ pub struct ConnectionLimits {
     per_listener: HashMap<String, Arc<ListenerConnections>>,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
     closed: Notify,
+    /// `max.connection.creation.rate`'s token bucket: connections that may still be
+    /// created now (at most one second's worth), as of `at`.
+    creations: Mutex<(f64, Instant)>,
 }
 
 /// A listener's own `max.connections` and its open connections.
@@ -82,6 +87,7 @@ impl ConnectionLimits {
             per_listener,
             per_ip: Mutex::new(HashMap::new()),
             closed: Notify::new(),
+            creations: Mutex::new((f64::MAX, Instant::now())),
         })
     }
 
@@ -98,6 +104,40 @@ impl ConnectionLimits {
                 return;
             }
             notified.await;
+        }
+    }
+
+    /// Waits until `max.connection.creation.rate` lets one more client connection be
+    /// served (at once for connections exempt from `max.connections`, `counted` false):
+    /// a token bucket holding one second of the rate, re-read while waiting so a raised
+    /// rate applies at once. A rate of 0 holds new connections until it is raised.
+    pub async fn wait_to_create(&self, counted: bool) {
+        if !counted {
+            return;
+        }
+        loop {
+            let rate = self.config.load().max_connection_creation_rate;
+            if rate >= i32::MAX as usize {
+                return;
+            }
+            let wait = {
+                let mut bucket = self.creations.lock().unwrap_or_else(|p| p.into_inner());
+                let now = Instant::now();
+                let elapsed = now.saturating_duration_since(bucket.1).as_secs_f64();
+                let burst = (rate as f64).max(1.0);
+                bucket.0 = (bucket.0.min(burst) + elapsed * rate as f64).min(burst);
+                bucket.1 = now;
+                if bucket.0 >= 1.0 {
+                    bucket.0 -= 1.0;
+                    return;
+                }
+                if rate == 0 {
+                    Duration::from_secs(1)
+                } else {
+                    Duration::from_secs_f64((1.0 - bucket.0) / rate as f64).min(Duration::from_secs(1))
+                }
+            };
+            tokio::time::sleep(wait).await;
         }
     }
 
