@@ -178,14 +178,10 @@ async fn accept_loop(
                     if kind == ListenerKind::Broker {
                         // The limit may have been lowered (a dynamic config) while
                         // this listener waited in accept: the connection waits too.
-                        tokio::select! {
-                            _ = shutdown.changed() => return,
-                            _ = limits.wait_for_room(&listener, !exempt) => {}
-                        }
                         // Past max.connection.creation.rate it waits for its turn.
                         tokio::select! {
                             _ = shutdown.changed() => return,
-                            _ = limits.wait_to_create(!exempt) => {}
+                            _ = limits.wait_to_serve(&listener, !exempt) => {}
                         }
                     }
                     let slot = match kind {

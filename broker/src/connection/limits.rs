@@ -107,6 +107,14 @@ impl ConnectionLimits {
         }
     }
 
+    /// Waits until an accepted connection may be served: room under the connection
+    /// limits (which may have been lowered while the listener waited in accept), then
+    /// its turn under `max.connection.creation.rate`.
+    pub async fn wait_to_serve(&self, listener: &str, counted: bool) {
+        self.wait_for_room(listener, counted).await;
+        self.wait_to_create(counted).await;
+    }
+
     /// Waits until `max.connection.creation.rate` lets one more client connection be
     /// served (at once for connections exempt from `max.connections`, `counted` false):
     /// a token bucket holding one second of the rate, re-read while waiting so a raised
