@@ -6,6 +6,8 @@
 //! so these tests do not depend on the consumer.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strata_client::producer::partitioner::partition_for_key;
 use strata_client::producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
@@ -17,9 +19,14 @@ use strata_protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchReq
 use strata_protocol::records::{Record, RecordBatches};
 use strata_protocol::{ApiKey, RequestBody, ResponseBody};
 use strata_tests::{create_topic, BrokerProcess};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn config(broker: &BrokerProcess, settings: &[(&str, &str)]) -> ProducerConfig {
-    let mut c = ProducerConfig::new(&broker.addr().to_string());
+    config_at(&broker.addr().to_string(), settings)
+}
+
+fn config_at(bootstrap: &str, settings: &[(&str, &str)]) -> ProducerConfig {
+    let mut c = ProducerConfig::new(bootstrap);
     for (k, v) in settings {
         c.set(k, v).expect("setting");
     }
@@ -376,7 +383,7 @@ async fn produce_through_kills(
     create_topic(&client, "idem", 2).await;
     let mut all = vec![("linger.ms", "1"), ("batch.size", "1000"), ("request.timeout.ms", "3000")];
     all.extend_from_slice(settings);
-    let producer = std::sync::Arc::new(Producer::new(config(&broker, &all)).await.expect("producer"));
+    let producer = Arc::new(Producer::new(config(&broker, &all)).await.expect("producer"));
     let wave = total / (kills + 1);
     let (queued_tx, mut queued) = tokio::sync::mpsc::unbounded_channel::<u32>();
     let (resume, mut resumed) = tokio::sync::mpsc::unbounded_channel::<()>();
@@ -464,27 +471,88 @@ async fn an_idempotent_producer_survives_broker_kills_without_duplicates_or_gaps
 /// Requests that time out on the client after the broker wrote them are sent again:
 /// only sequence numbers keep those retries from writing records twice. Without
 /// idempotence this test finds hundreds of duplicates.
+/// A TCP proxy in front of `broker` that holds every fifth Produce response (up to ten of
+/// them) for 600 ms before passing it on, counting the held ones in `held`. Requests
+/// go through untouched, so the broker has written what the client then times out on.
+async fn delaying_proxy(
+    listener: tokio::net::TcpListener,
+    broker: std::net::SocketAddr,
+    held: Arc<AtomicU32>,
+) {
+    let produces = Arc::new(AtomicU32::new(0));
+    loop {
+        let Ok((client, _)) = listener.accept().await else { return };
+        let Ok(server) = tokio::net::TcpStream::connect(broker).await else { return };
+        let (mut client_rd, mut client_wr) = client.into_split();
+        let (mut server_rd, mut server_wr) = server.into_split();
+        // Correlation ids of the Produce requests sent on this connection, each with
+        // whether its response is to be held.
+        let pending: Arc<std::sync::Mutex<HashMap<i32, bool>>> = Arc::default();
+        let (pending_in, produces, held) = (pending.clone(), produces.clone(), held.clone());
+        tokio::spawn(async move {
+            while let Ok(frame) = read_frame(&mut client_rd).await {
+                // Request header: size, api_key (i16), api_version (i16), correlation_id (i32).
+                let api_key = i16::from_be_bytes([frame[4], frame[5]]);
+                if api_key == ApiKey::Produce as i16 {
+                    let correlation = i32::from_be_bytes(frame[8..12].try_into().expect("4 bytes"));
+                    let n = produces.fetch_add(1, Ordering::Relaxed);
+                    pending_in.lock().expect("lock").insert(correlation, n % 5 == 4 && n < 50);
+                }
+                if server_wr.write_all(&frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Ok(frame) = read_frame(&mut server_rd).await {
+                let correlation = i32::from_be_bytes(frame[4..8].try_into().expect("4 bytes"));
+                if pending.lock().expect("lock").remove(&correlation) == Some(true) {
+                    held.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(600)).await;
+                }
+                if client_wr.write_all(&frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// One size-prefixed Kafka frame, its 4-byte size included.
+async fn read_frame(from: &mut tokio::net::tcp::OwnedReadHalf) -> std::io::Result<Vec<u8>> {
+    let mut size = [0u8; 4];
+    from.read_exact(&mut size).await?;
+    let len = i32::from_be_bytes(size);
+    if !(8..=256 << 20).contains(&len) {
+        return Err(std::io::Error::other(format!("frame of {len} bytes")));
+    }
+    let mut frame = vec![0u8; 4 + len as usize];
+    frame[..4].copy_from_slice(&size);
+    from.read_exact(&mut frame[4..]).await?;
+    Ok(frame)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_after_request_timeouts_write_each_record_once() {
-    let broker = BrokerProcess::start(&[]).expect("broker");
+    // The broker advertises a proxy that holds some Produce responses past the producer's
+    // request timeout: those requests time out after the broker wrote them, every time.
+    let proxy_port = strata_tests::free_port().expect("port");
+    let advertised = format!("advertised.listeners=PLAINTEXT://127.0.0.1:{proxy_port}");
+    let broker = BrokerProcess::start(&[&advertised]).expect("broker");
+    let proxy = tokio::net::TcpListener::bind(("127.0.0.1", proxy_port)).await.expect("proxy");
+    let held = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    tokio::spawn(delaying_proxy(proxy, broker.addr(), held.clone()));
     let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
     create_topic(&client, "retried", 2).await;
-    // 2 ms: some requests time out after the broker wrote them.
     let settings = [
         ("linger.ms", "1"),
         ("batch.size", "1000"),
         ("retry.backoff.ms", "1"),
-        ("request.timeout.ms", "2"),
+        ("request.timeout.ms", "200"),
         ("delivery.timeout.ms", "30000"),
     ];
-    // Bootstrapping itself may time out at 2 ms: try again, up to a deadline.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let producer = loop {
-        match Producer::new(config(&broker, &settings)).await {
-            Ok(p) => break p,
-            Err(e) => assert!(Instant::now() < deadline && e.is_retriable(), "producer: {e}"),
-        }
-    };
+    let producer =
+        Producer::new(config_at(&format!("127.0.0.1:{proxy_port}"), &settings)).await.expect("producer");
     let total = 20_000u32;
     let mut futures = Vec::new();
     for i in 0..total {
@@ -502,7 +570,8 @@ async fn retries_after_request_timeouts_write_each_record_once() {
             Err(e) => panic!("record {i}: {e}"),
         }
     }
-    assert!(producer.metrics().batches_retried > 0, "no request timed out: the test proves nothing");
+    assert!(held.load(Ordering::Relaxed) > 0, "the proxy held no response: the test proves nothing");
+    assert!(producer.metrics().batches_retried > 0, "no request was retried");
     assert!(timed_out < total / 2, "{timed_out} of {total} records ran out of time");
     for (p, acked) in acked.into_iter().enumerate() {
         let read = read_partition(&client, "retried", p as i32, 0).await;
