@@ -13,6 +13,17 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// The broker-level key `name` (as `server.properties` spells it) if a BROKER resource can
+/// change it at run time: topic defaults, replication throttles and connection limits. One
+/// list, so that what AlterConfigs accepts and what DescribeConfigs calls dynamic agree.
+pub fn dynamic_broker_key(name: &str) -> Option<&'static topic::Key> {
+    topic::KEYS
+        .iter()
+        .chain(crate::replication::throttle::RATE_KEYS)
+        .chain(connections::DYNAMIC_KEYS)
+        .find(|k| k.broker_key == name)
+}
+
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -449,6 +460,23 @@ mod tests {
         assert_eq!(c.log, LogSettings { json: true, level: Some("debug".into()) });
         let e = BrokerConfig::from_map(map(&[("log.format", "xml")])).unwrap_err();
         assert!(e.to_string().contains("log.format"), "{e}");
+    }
+
+    #[test]
+    fn dynamic_broker_keys_are_topic_defaults_throttles_and_connection_limits() {
+        for name in [
+            "log.retention.ms",
+            "leader.replication.throttled.rate",
+            "follower.replication.throttled.rate",
+            "max.connections",
+            "max.connection.creation.rate",
+        ] {
+            assert_eq!(dynamic_broker_key(name).map(|k| k.broker_key), Some(name), "{name}");
+        }
+        // Static keys, and topic-level names that are not broker keys.
+        for name in ["node.id", "log.dirs", "retention.ms", "listeners"] {
+            assert!(dynamic_broker_key(name).is_none(), "{name}");
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use super::pending::Pending;
 use super::ControllerState;
-use crate::config::topic::{self, Key, Kind, KEYS};
+use crate::config::topic::{self, Key, Kind};
 use crate::metadata::MetadataImage;
 use crate::metadata::MetadataRecord;
 use std::collections::BTreeMap;
@@ -90,9 +90,7 @@ const BROKER: i8 = 4;
 
 /// The topic key whose broker-level default `name` is, if `name` can change at run time.
 fn dynamic_broker_key(name: &str) -> Result<&'static Key, (ErrorCode, String)> {
-    let rates = crate::replication::throttle::RATE_KEYS;
-    let connections = crate::config::connections::DYNAMIC_KEYS;
-    KEYS.iter().chain(rates).chain(connections).find(|k| k.broker_key == name).ok_or_else(|| {
+    crate::config::dynamic_broker_key(name).ok_or_else(|| {
         (ErrorCode::InvalidRequest, format!("Cannot update these configs dynamically: {name}"))
     })
 }

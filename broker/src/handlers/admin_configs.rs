@@ -96,12 +96,8 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                             if !wanted(name) {
                                 continue;
                             }
-                            let kind = KEYS
-                                .iter()
-                                .chain(RATE_KEYS)
-                                .chain(CONNECTION_KEYS)
-                                .find(|k| k.broker_key == name)
-                                .map_or(Kind::Enum(&[]), |k| k.kind);
+                            let kind =
+                                crate::config::dynamic_broker_key(name).map_or(Kind::Enum(&[]), |k| k.kind);
                             let source = Source::DynamicDefaultBroker;
                             let synonyms = if request.include_synonyms {
                                 vec![synonym(name, value, source as i8)]
