@@ -15,7 +15,10 @@ value, the cluster default): a connection past the new per-address limit is clos
 `max.connections` waits in the backlog until the limit is lifted, connections already open stay
 served, and DescribeConfigs shows each with its source beside the static ones.
 `max.connection.creation.rate` paces new connections (from server.properties, then one broker's
-dynamic value) and refuses a negative rate with INVALID_CONFIG.
+dynamic value) and refuses a negative rate with INVALID_CONFIG. A listener's own
+`listener.name.plaintext.max.connections` and `.max.connection.creation.rate` change at run time
+too: a connection past the listener's new limit waits until it is raised, the listener's rate
+paces its new connections, and DescribeConfigs shows them as dynamic broker configs.
 """
 
 from __future__ import annotations
@@ -220,3 +223,60 @@ def test_max_connection_creation_rate_paces_new_connections_and_changes_at_run_t
     assert code == 0, message
     wire.api_versions(control)
     control.close()
+
+
+def test_a_listeners_own_connection_limit_and_rate_change_at_run_time(broker_factory):
+    b = broker_factory({"listener.name.plaintext.max.connections": "100"})
+    own, rate = "listener.name.plaintext.max.connections", "listener.name.plaintext.max.connection.creation.rate"
+    control = wire.Conn(b.port)  # stays open (and served) through every limit below
+    wire.api_versions(control)
+
+    # This broker's value over the file's: the listener holds one connection (control), so
+    # a second waits in the backlog, unanswered, while control is still served.
+    code, message = wire.incremental_alter_configs_v0(control, 4, "0", [(own, 0, "1")])
+    assert code == 0, message
+    waiting = wire.Conn(b.port)
+    waiting.send_request(18, 0, b"")
+    assert not waiting.closed_by_peer(2), "a connection past the listener's own limit waits, unanswered"
+    wire.api_versions(control)
+    # The cluster default is below this broker's own value, which wins once it is raised.
+    code, message = wire.incremental_alter_configs_v0(control, 4, "", [(own, 0, "1")])
+    assert code == 0, message
+    code, message = wire.incremental_alter_configs_v0(control, 4, "0", [(own, 0, "50")])
+    assert code == 0, message
+    waiting.sock.settimeout(10)
+    assert waiting.recv_frame()[:4] == wire.i32(1), "the waiting connection's ApiVersions is answered"
+
+    a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
+    entries = broker_configs(a, "0")
+    e = entries[own]
+    assert (e.value, e.source, e.is_read_only) == ("50", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False), e
+    assert {s.source for s in e.synonyms.values()} >= {ConfigSource.STATIC_BROKER_CONFIG.value}, e.synonyms
+
+    # Bad values and keys no listener has are refused and change nothing.
+    code, _ = wire.incremental_alter_configs_v0(control, 4, "0", [(own, 0, "-1")])
+    assert code == 40
+    code, _ = wire.incremental_alter_configs_v0(control, 4, "0", [("listener.name.plaintext.max.connections.per.ip", 0, "1")])
+    assert code == 42
+    assert broker_configs(a, "0")[own].value == "50"
+
+    # The listener's own creation rate (cluster default): 1 a second, so 3 more take about 2 s.
+    code, message = wire.incremental_alter_configs_v0(control, 4, "", [(rate, 0, "1")])
+    assert code == 0, message
+    e = broker_configs(a, "0")[rate]  # the cluster default, as this broker describes it
+    assert (e.value, e.source) == ("1", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value), e
+
+    def served_connections(n: int) -> float:
+        start = time.monotonic()
+        for _ in range(n):
+            with wire.Conn(b.port) as c:
+                wire.api_versions(c)
+        return time.monotonic() - start
+
+    served_connections(1)  # the bucket may still hold one
+    assert served_connections(3) >= 1.5
+    code, message = wire.incremental_alter_configs_v0(control, 4, "", [(rate, 1, None), (own, 1, None)])
+    assert code == 0, message
+    assert served_connections(5) < 5, "unpaced once the rate is deleted"
+    for c in [control, waiting]:
+        c.close()

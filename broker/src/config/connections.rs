@@ -16,12 +16,35 @@ pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: i64 = 256 * 1024 * 1024;
 /// as Kafka's `DynamicConnectionQuota` makes them: a change applies to the connections
 /// accepted next; connections already open stay.
 pub const DYNAMIC_KEYS: &[Key] = &[
-    Key { name: MAX_CONNECTIONS, broker_key: MAX_CONNECTIONS, default: "2147483647", kind: Kind::Int(0) },
+    MAX_CONNECTIONS_KEY,
     Key { name: PER_IP, broker_key: PER_IP, default: "2147483647", kind: Kind::Int(0) },
     Key { name: PER_IP_OVERRIDES, broker_key: PER_IP_OVERRIDES, default: "", kind: Kind::HostCounts },
-    Key { name: CREATION_RATE, broker_key: CREATION_RATE, default: "2147483647", kind: Kind::Int(0) },
+    CREATION_RATE_KEY,
 ];
 
+const MAX_CONNECTIONS_KEY: Key =
+    Key { name: MAX_CONNECTIONS, broker_key: MAX_CONNECTIONS, default: "2147483647", kind: Kind::Int(0) };
+const CREATION_RATE_KEY: Key =
+    Key { name: CREATION_RATE, broker_key: CREATION_RATE, default: "2147483647", kind: Kind::Int(0) };
+
+/// The keys a listener may set for itself (`listener.name.<listener>.<key>`, the name in
+/// lower case), dynamically too, as Kafka's `DynamicListenerConfig` lets it: its own
+/// `max.connections` and `max.connection.creation.rate`, which hold that listener on top of
+/// the broker-wide values and apply to the inter-broker listener as well.
+pub const LISTENER_KEYS: &[Key] = &[MAX_CONNECTIONS_KEY, CREATION_RATE_KEY];
+
+/// The listener (lower case) and the key of `listener.name.<listener>.<key>` when `<key>`
+/// is one of [`LISTENER_KEYS`].
+pub fn listener_key(name: &str) -> Option<(&str, &'static Key)> {
+    let rest = name.strip_prefix(LISTENER_PREFIX)?;
+    let (listener, key) = rest.split_once('.')?;
+    let valid = !listener.is_empty()
+        && listener.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    let key = LISTENER_KEYS.iter().find(|k| k.name == key)?;
+    valid.then_some((listener, key))
+}
+
+const LISTENER_PREFIX: &str = "listener.name.";
 const MAX_CONNECTIONS: &str = "max.connections";
 const PER_IP: &str = "max.connections.per.ip";
 const PER_IP_OVERRIDES: &str = "max.connections.per.ip.overrides";
@@ -33,11 +56,16 @@ pub struct ConnectionLimitsConfig {
     /// `max.connections` (unbounded by default, as in Kafka): past it, client listeners
     /// stop accepting until a connection closes.
     pub max_connections: usize,
-    /// `listener.name.<listener>.max.connections`, by listener name (as `listeners`
-    /// spells it): past it, that listener stops accepting until one of its connections
-    /// closes. It applies on top of `max.connections`, and also to the inter-broker
-    /// listener, which `max.connections` leaves alone. Only listeners that set it are here.
+    /// `listener.name.<listener>.max.connections`, by listener name in lower case (as
+    /// Kafka's keys spell it): past it, that listener stops accepting until one of its
+    /// connections closes. It applies on top of `max.connections`, and also to the
+    /// inter-broker listener, which `max.connections` leaves alone. Only listeners that
+    /// set it are here.
     pub per_listener: BTreeMap<String, usize>,
+    /// `listener.name.<listener>.max.connection.creation.rate`, by listener name in lower
+    /// case: connections that listener accepts per second, on top of the broker-wide rate
+    /// (and on the inter-broker listener too, which the broker-wide rate exempts).
+    pub per_listener_rate: BTreeMap<String, usize>,
     /// `max.connections.per.ip`: a connection from an address that has this many is
     /// closed at once.
     pub max_connections_per_ip: usize,
@@ -65,6 +93,7 @@ impl Default for ConnectionLimitsConfig {
         ConnectionLimitsConfig {
             max_connections: i32::MAX as usize,
             per_listener: BTreeMap::new(),
+            per_listener_rate: BTreeMap::new(),
             max_connections_per_ip: i32::MAX as usize,
             per_ip_overrides: HashMap::new(),
             max_connection_creation_rate: i32::MAX as usize,
@@ -84,14 +113,19 @@ impl ConnectionLimitsConfig {
     ) -> Result<ConnectionLimitsConfig, ConfigError> {
         let max = i64::from(i32::MAX);
         let max_connections = p.int_in(MAX_CONNECTIONS, max, 0, max)? as usize;
-        let mut per_listener = BTreeMap::new();
+        let (mut per_listener, mut per_listener_rate) = (BTreeMap::new(), BTreeMap::new());
         for l in listeners {
-            let key = format!("listener.name.{}.max.connections", l.name.to_ascii_lowercase());
-            if let Some(limit) = p.opt_i64(&key)? {
-                if !(0..=max).contains(&limit) {
-                    return Err(p.invalid(&key, &format!("must be between 0 and {max}")));
+            let name = l.name.to_ascii_lowercase();
+            for (suffix, map) in
+                [(MAX_CONNECTIONS, &mut per_listener), (CREATION_RATE, &mut per_listener_rate)]
+            {
+                let key = format!("{LISTENER_PREFIX}{name}.{suffix}");
+                if let Some(limit) = p.opt_i64(&key)? {
+                    if !(0..=max).contains(&limit) {
+                        return Err(p.invalid(&key, &format!("must be between 0 and {max}")));
+                    }
+                    map.insert(name.clone(), limit as usize);
                 }
-                per_listener.insert(l.name.clone(), limit as usize);
             }
         }
         let max_connections_per_ip = p.int_in(PER_IP, max, 0, max)? as usize;
@@ -115,6 +149,7 @@ impl ConnectionLimitsConfig {
         Ok(ConnectionLimitsConfig {
             max_connections,
             per_listener,
+            per_listener_rate,
             max_connections_per_ip,
             per_ip_overrides,
             max_connection_creation_rate,
@@ -154,6 +189,19 @@ impl ConnectionLimitsConfig {
         }
         if let Some(overrides) = value(PER_IP_OVERRIDES).and_then(|v| parse_overrides(v).ok()) {
             out.per_ip_overrides = overrides;
+        }
+        // Per-listener keys: the cluster default's first, then this broker's over them.
+        for level in [cluster, mine].into_iter().flatten() {
+            for (name, v) in level {
+                let Some((listener, key)) = listener_key(name) else { continue };
+                let Some(n) = v.trim().parse::<i32>().ok().filter(|v| *v >= 0) else { continue };
+                let map = if key.name == MAX_CONNECTIONS {
+                    &mut out.per_listener
+                } else {
+                    &mut out.per_listener_rate
+                };
+                map.insert(listener.to_string(), n as usize);
+            }
         }
         out
     }
@@ -238,9 +286,52 @@ mod tests {
             ("listener.name.other.max.connections", "1"),
         ])
         .unwrap();
-        assert_eq!(c.per_listener, [("PLAINTEXT".to_string(), 7)].into_iter().collect());
+        assert_eq!(c.per_listener, [("plaintext".to_string(), 7)].into_iter().collect());
         let e = parse(&[("listener.name.plaintext.max.connections", "-1")]).unwrap_err().to_string();
         assert!(e.contains("listener.name.plaintext.max.connections"), "{e}");
+    }
+
+    #[test]
+    fn listener_keys_name_a_listener_and_one_of_its_own_limits() {
+        let (l, k) = listener_key("listener.name.plaintext.max.connections").unwrap();
+        assert_eq!((l, k.name), ("plaintext", MAX_CONNECTIONS));
+        let (l, k) = listener_key("listener.name.internal_2.max.connection.creation.rate").unwrap();
+        assert_eq!((l, k.name), ("internal_2", CREATION_RATE));
+        for bad in [
+            "listener.name.plaintext.max.connections.per.ip",
+            "listener.name..max.connections",
+            "listener.name.PLAINTEXT.max.connections",
+            "listener.name.plaintext.sasl.enabled.mechanisms",
+            "max.connections",
+        ] {
+            assert!(listener_key(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn listener_limits_come_from_the_file_and_change_at_run_time() {
+        let file = parse(&[
+            ("listeners", "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093"),
+            ("listener.name.plaintext.max.connections", "7"),
+            ("listener.name.internal.max.connection.creation.rate", "3"),
+        ])
+        .unwrap();
+        assert_eq!(file.per_listener_rate, [("internal".to_string(), 3)].into_iter().collect());
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let cluster = map(&[
+            ("listener.name.plaintext.max.connections", "5"),
+            ("listener.name.internal.max.connections", "4"),
+        ]);
+        let mine = map(&[
+            ("listener.name.plaintext.max.connections", "2"),
+            ("listener.name.internal.max.connection.creation.rate", "oops"),
+        ]);
+        let c = file.with_dynamic(Some(&cluster), Some(&mine));
+        assert_eq!(c.per_listener.get("plaintext"), Some(&2), "the broker's own over the default");
+        assert_eq!(c.per_listener.get("internal"), Some(&4), "the cluster default over nothing");
+        assert_eq!(c.per_listener_rate.get("internal"), Some(&3), "an unparsable value keeps the file's");
     }
 
     #[test]

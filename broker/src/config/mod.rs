@@ -14,7 +14,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// The broker-level key `name` (as `server.properties` spells it) if a BROKER resource can
-/// change it at run time: topic defaults, replication throttles and connection limits. One
+/// change it at run time: topic defaults, replication throttles and connection limits (also
+/// a listener's own, `listener.name.<listener>.max.connections`). One
 /// list, so that what AlterConfigs accepts and what DescribeConfigs calls dynamic agree.
 pub fn dynamic_broker_key(name: &str) -> Option<&'static topic::Key> {
     topic::KEYS
@@ -22,6 +23,7 @@ pub fn dynamic_broker_key(name: &str) -> Option<&'static topic::Key> {
         .chain(crate::replication::throttle::RATE_KEYS)
         .chain(connections::DYNAMIC_KEYS)
         .find(|k| k.broker_key == name)
+        .or_else(|| connections::listener_key(name).map(|(_, key)| key))
 }
 
 /// Why a configuration could not be used.
@@ -473,6 +475,9 @@ mod tests {
         ] {
             assert_eq!(dynamic_broker_key(name).map(|k| k.broker_key), Some(name), "{name}");
         }
+        // A listener's own limits are validated as the broker-wide ones they refine.
+        let own = dynamic_broker_key("listener.name.internal.max.connections").map(|k| k.broker_key);
+        assert_eq!(own, Some("max.connections"));
         // Static keys, and topic-level names that are not broker keys.
         for name in ["node.id", "log.dirs", "retention.ms", "listeners"] {
             assert!(dynamic_broker_key(name).is_none(), "{name}");

@@ -5,7 +5,9 @@
 //! Kafka) and against its address's `max.connections.per.ip` (past it the connection is
 //! closed as soon as it is accepted). A listener with a limit of its own
 //! (`listener.name.<listener>.max.connections`) likewise stops accepting at it. Past
-//! `max.connection.creation.rate` an accepted connection waits before it is served.
+//! `max.connection.creation.rate` an accepted connection waits before it is served, and
+//! past its listener's own `listener.name.<listener>.max.connection.creation.rate` too.
+//! Every one of these limits can change at run time (dynamic broker configs).
 //!
 //! Request memory (`queued.max.request.bytes`, Kafka's memory pool): a connection takes
 //! a request's length from a broker-wide budget when it reads the length prefix, before
@@ -35,24 +37,56 @@ pub const LARGE_SHARE: usize = 3;
 /// Open connections, overall and by address.
 #[derive(Debug)]
 pub struct ConnectionLimits {
-    /// The limits in force: server.properties with the dynamic broker configs applied
-    /// (the per-listener limits stay those of the file).
+    /// The limits in force: server.properties with the dynamic broker configs applied.
     config: ArcSwap<ConnectionLimitsConfig>,
     open: AtomicUsize,
-    /// Open connections of the listeners with a limit of their own, by name.
-    per_listener: HashMap<String, Arc<ListenerConnections>>,
+    /// Each listener's open connections and creation-rate bucket, by name in lower case
+    /// (created at its first use: a listener's own limit may be set at any time).
+    per_listener: Mutex<HashMap<String, Arc<ListenerConnections>>>,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
     closed: Notify,
-    /// `max.connection.creation.rate`'s token bucket: connections that may still be
-    /// created now (at most one second's worth), as of `at`.
-    creations: Mutex<(f64, Instant)>,
+    /// `max.connection.creation.rate`'s token bucket.
+    creations: Mutex<Bucket>,
 }
 
-/// A listener's own `max.connections` and its open connections.
+/// A listener's open connections and its own creation-rate bucket; its limits are in the
+/// config in force, under its name.
 #[derive(Debug)]
 struct ListenerConnections {
-    limit: usize,
+    name: String,
     open: AtomicUsize,
+    creations: Mutex<Bucket>,
+}
+
+/// A token bucket of connection creations: how many may still be created now (at most one
+/// second's worth of the rate), as of the instant.
+#[derive(Debug)]
+struct Bucket(f64, Instant);
+
+impl Bucket {
+    fn full() -> Mutex<Bucket> {
+        Mutex::new(Bucket(f64::MAX, Instant::now()))
+    }
+
+    /// Takes a token at `rate` a second, or says how long until one is there (a rate
+    /// of 0 waits a second at a time, until it is raised).
+    fn take(bucket: &Mutex<Bucket>, rate: usize) -> Option<Duration> {
+        let mut bucket = bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(bucket.1).as_secs_f64();
+        let burst = (rate as f64).max(1.0);
+        bucket.0 = (bucket.0.min(burst) + elapsed * rate as f64).min(burst);
+        bucket.1 = now;
+        if bucket.0 >= 1.0 {
+            bucket.0 -= 1.0;
+            return None;
+        }
+        Some(if rate == 0 {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs_f64((1.0 - bucket.0) / rate as f64).min(Duration::from_secs(1))
+        })
+    }
 }
 
 /// Why a connection was closed at once.
@@ -68,38 +102,48 @@ pub struct ConnectionSlot {
     limits: Arc<ConnectionLimits>,
     ip: IpAddr,
     counted: bool,
-    listener: Option<Arc<ListenerConnections>>,
+    listener: Arc<ListenerConnections>,
 }
 
 impl ConnectionLimits {
     /// Limits as configured.
     pub fn new(config: ConnectionLimitsConfig) -> Arc<ConnectionLimits> {
-        let per_listener = config
-            .per_listener
-            .iter()
-            .map(|(name, &limit)| {
-                (name.clone(), Arc::new(ListenerConnections { limit, open: AtomicUsize::new(0) }))
-            })
-            .collect();
         Arc::new(ConnectionLimits {
             config: ArcSwap::from_pointee(config),
             open: AtomicUsize::new(0),
-            per_listener,
+            per_listener: Mutex::new(HashMap::new()),
             per_ip: Mutex::new(HashMap::new()),
             closed: Notify::new(),
-            creations: Mutex::new((f64::MAX, Instant::now())),
+            creations: Bucket::full(),
         })
+    }
+
+    /// The counters of `listener` (as `listeners` spells it, in any case).
+    fn listener(&self, listener: &str) -> Arc<ListenerConnections> {
+        let name = listener.to_ascii_lowercase();
+        let mut all = self.per_listener.lock().unwrap_or_else(|p| p.into_inner());
+        all.entry(name.clone())
+            .or_insert_with(|| {
+                Arc::new(ListenerConnections { name, open: AtomicUsize::new(0), creations: Bucket::full() })
+            })
+            .clone()
     }
 
     /// Waits until `listener` may accept another connection: fewer than
     /// `max.connections` are open (unless the listener is exempt from it, `counted`
-    /// false) and fewer than the listener's own limit, if it has one.
+    /// false) and fewer than the listener's own limit, if it has one. Both are re-read
+    /// whenever a connection closes or the limits change.
     pub async fn wait_for_room(&self, listener: &str, counted: bool) {
-        let own = self.per_listener.get(listener);
+        let own = self.listener(listener);
         loop {
             let notified = self.closed.notified();
-            let total_ok = !counted || self.open.load(Ordering::Acquire) < self.config.load().max_connections;
-            let own_ok = own.is_none_or(|l| l.open.load(Ordering::Acquire) < l.limit);
+            let config = self.config.load();
+            let total_ok = !counted || self.open.load(Ordering::Acquire) < config.max_connections;
+            let own_ok = config
+                .per_listener
+                .get(&own.name)
+                .is_none_or(|&limit| own.open.load(Ordering::Acquire) < limit);
+            drop(config);
             if total_ok && own_ok {
                 return;
             }
@@ -112,41 +156,37 @@ impl ConnectionLimits {
     /// its turn under `max.connection.creation.rate`.
     pub async fn wait_to_serve(&self, listener: &str, counted: bool) {
         self.wait_for_room(listener, counted).await;
-        self.wait_to_create(counted).await;
+        self.wait_to_create(listener, counted).await;
     }
 
     /// Waits until `max.connection.creation.rate` lets one more client connection be
-    /// served (at once for connections exempt from `max.connections`, `counted` false):
-    /// a token bucket holding one second of the rate, re-read while waiting so a raised
-    /// rate applies at once. A rate of 0 holds new connections until it is raised.
-    pub async fn wait_to_create(&self, counted: bool) {
-        if !counted {
-            return;
-        }
-        loop {
-            let rate = self.config.load().max_connection_creation_rate;
-            if rate >= i32::MAX as usize {
-                return;
+    /// served (connections exempt from `max.connections`, `counted` false, are exempt
+    /// from it too), then until the listener's own rate does, if it has one (whatever
+    /// `counted` says): token buckets holding one second of their rate, re-read while
+    /// waiting so a raised rate applies at once. A rate of 0 holds new connections
+    /// until it is raised.
+    pub async fn wait_to_create(&self, listener: &str, counted: bool) {
+        if counted {
+            while let Some(wait) = self.rate_wait(|c| Some(c.max_connection_creation_rate), &self.creations) {
+                tokio::time::sleep(wait).await;
             }
-            let wait = {
-                let mut bucket = self.creations.lock().unwrap_or_else(|p| p.into_inner());
-                let now = Instant::now();
-                let elapsed = now.saturating_duration_since(bucket.1).as_secs_f64();
-                let burst = (rate as f64).max(1.0);
-                bucket.0 = (bucket.0.min(burst) + elapsed * rate as f64).min(burst);
-                bucket.1 = now;
-                if bucket.0 >= 1.0 {
-                    bucket.0 -= 1.0;
-                    return;
-                }
-                if rate == 0 {
-                    Duration::from_secs(1)
-                } else {
-                    Duration::from_secs_f64((1.0 - bucket.0) / rate as f64).min(Duration::from_secs(1))
-                }
-            };
+        }
+        let own = self.listener(listener);
+        while let Some(wait) = self.rate_wait(|c| c.per_listener_rate.get(&own.name).copied(), &own.creations)
+        {
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// Takes a token from `bucket` at the rate `rate` reads from the config in force;
+    /// `None` when taken or when there is no rate to keep.
+    fn rate_wait(
+        &self,
+        rate: impl Fn(&ConnectionLimitsConfig) -> Option<usize>,
+        bucket: &Mutex<Bucket>,
+    ) -> Option<Duration> {
+        let rate = rate(&self.config.load()).filter(|r| *r < i32::MAX as usize)?;
+        Bucket::take(bucket, rate)
     }
 
     /// Admits a connection from `ip` on `listener`; `counted` is false for connections
@@ -173,10 +213,8 @@ impl ConnectionLimits {
         if counted {
             self.open.fetch_add(1, Ordering::AcqRel);
         }
-        let listener = self.per_listener.get(listener).cloned();
-        if let Some(l) = &listener {
-            l.open.fetch_add(1, Ordering::AcqRel);
-        }
+        let listener = self.listener(listener);
+        listener.open.fetch_add(1, Ordering::AcqRel);
         Ok(ConnectionSlot { limits: self.clone(), ip, counted, listener })
     }
 
@@ -213,15 +251,11 @@ impl Drop for ConnectionSlot {
                 }
             }
         }
-        if let Some(l) = &self.listener {
-            l.open.fetch_sub(1, Ordering::AcqRel);
-        }
+        self.listener.open.fetch_sub(1, Ordering::AcqRel);
         if self.counted {
             self.limits.open.fetch_sub(1, Ordering::AcqRel);
         }
-        if self.counted || self.listener.is_some() {
-            self.limits.closed.notify_waiters();
-        }
+        self.limits.closed.notify_waiters();
     }
 }
 
@@ -365,7 +399,7 @@ mod tests {
     async fn a_listener_with_a_limit_of_its_own_waits_at_it_even_when_exempt_from_the_total() {
         let config = ConnectionLimitsConfig {
             max_connections: 2,
-            per_listener: [("INTERNAL".to_string(), 1)].into_iter().collect(),
+            per_listener: [("internal".to_string(), 1)].into_iter().collect(),
             ..Default::default()
         };
         let limits = ConnectionLimits::new(config);
@@ -393,5 +427,48 @@ mod tests {
             .unwrap();
         assert!(!plaintext.is_finished(), "PLAINTEXT is still at max.connections");
         plaintext.abort();
+    }
+
+    #[tokio::test]
+    async fn a_listeners_own_limit_and_rate_set_at_run_time_hold_its_next_connections() {
+        let limits = ConnectionLimits::new(ConnectionLimitsConfig::default());
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let open = limits.admit(ip, "INTERNAL", false).unwrap();
+        // A limit of 1 set on the listener while one connection is open: the next waits.
+        let mut config = ConnectionLimitsConfig::default();
+        config.per_listener.insert("internal".into(), 1);
+        limits.set_config(config.clone());
+        let waiter = {
+            let limits = limits.clone();
+            tokio::spawn(async move { limits.wait_for_room("INTERNAL", false).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "INTERNAL is at its own limit");
+        limits.wait_for_room("PLAINTEXT", true).await;
+        // Raising it lets the waiting one in while the first stays open.
+        config.per_listener.insert("internal".into(), 2);
+        limits.set_config(config.clone());
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("room after the raise").unwrap();
+        drop(open);
+
+        // A rate of 0 on the listener holds even exempt connections; other listeners go.
+        config.per_listener_rate.insert("internal".into(), 0);
+        limits.set_config(config.clone());
+        limits.wait_to_create("INTERNAL", false).await; // the bucket's first second's worth
+        let held = {
+            let limits = limits.clone();
+            tokio::spawn(async move { limits.wait_to_create("INTERNAL", false).await })
+        };
+        tokio::time::timeout(Duration::from_secs(5), limits.wait_to_create("PLAINTEXT", true))
+            .await
+            .expect("other listeners are not paced");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!held.is_finished(), "a rate of 0 holds the listener's next connection");
+        config.per_listener_rate.remove("internal");
+        limits.set_config(config);
+        tokio::time::timeout(Duration::from_secs(5), held)
+            .await
+            .expect("served once the rate is lifted")
+            .unwrap();
     }
 }

@@ -1,13 +1,16 @@
 //! DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44): topic and
 //! broker configs are described with their source and synonyms. Changes to TOPIC and
 //! BROKER resources go to the active controller, which records them in the metadata log;
-//! on a BROKER resource only the broker-level topic defaults are dynamic (see
-//! `controller::configs`), everything else is static (server.properties).
+//! on a BROKER resource the broker-level topic defaults, the replication throttles and the
+//! connection limits (a listener's own too) are dynamic (see `crate::config::dynamic_broker_key`),
+//! everything else is static (server.properties).
 
 use crate::broker::Broker;
-use crate::config::connections::DYNAMIC_KEYS as CONNECTION_KEYS;
+use crate::config::connections::{listener_key, DYNAMIC_KEYS as CONNECTION_KEYS};
 use crate::config::topic::{Key, Kind, Source, KEYS, TOPIC_ONLY_KEYS};
 use crate::replication::throttle::RATE_KEYS;
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 use strata_protocol::messages::alter_configs::{
     AlterConfigsRequest, AlterConfigsResourceResponse, AlterConfigsResponse,
 };
@@ -125,15 +128,15 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                     let include_synonyms = request.include_synonyms;
                     result.configs = broker_entries(broker)
                         .into_iter()
-                        .filter(|e| wanted(e.name))
+                        .filter(|e| wanted(&e.name))
                         .map(|e| {
                             let (value, source) = e.levels[0].clone();
                             let synonyms = if include_synonyms {
-                                e.levels.iter().map(|(v, s)| synonym(e.name, v, *s as i8)).collect()
+                                e.levels.iter().map(|(v, s)| synonym(&e.name, v, *s as i8)).collect()
                             } else {
                                 Vec::new()
                             };
-                            described(e.name, value, source, !e.dynamic, synonyms, e.kind, version)
+                            described(&e.name, value, source, !e.dynamic, synonyms, e.kind, version)
                         })
                         .collect();
                 }
@@ -150,7 +153,7 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
 
 /// One key of a BROKER resource as DescribeConfigs shows it.
 struct BrokerEntry<'a> {
-    name: &'a str,
+    name: Cow<'a, str>,
     /// Its values, highest precedence first; the last is the default (if it has one).
     levels: Vec<(String, Source)>,
     kind: Kind,
@@ -170,11 +173,11 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
             if let Some(v) = broker.config.raw.get(*k) {
                 levels.insert(0, (v.clone(), Source::StaticBroker));
             }
-            BrokerEntry { name: k, levels, kind: Kind::Enum(&[]), dynamic: false }
+            BrokerEntry { name: Cow::Borrowed(k), levels, kind: Kind::Enum(&[]), dynamic: false }
         })
         .collect();
     entries.extend(KEYS.iter().map(|k| BrokerEntry {
-        name: k.broker_key,
+        name: Cow::Borrowed(k.broker_key),
         levels: defaults.levels(k.name),
         kind: k.kind,
         dynamic: true,
@@ -183,33 +186,58 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
     let me = broker.config.node_id.to_string();
     // The dynamic keys that are no topic default: this broker's value, the cluster
     // default, server.properties (the connection limits; the throttle rates have no
-    // static form), the built-in default.
-    let dynamic = |k: &'static Key, file: Option<&String>| {
+    // static form), the built-in default (if the key has one).
+    let levels = |name: &str, file: Option<&String>, default: Option<&str>| {
         let mut levels = Vec::new();
         for (resource, source) in [(me.as_str(), Source::DynamicBroker), ("", Source::DynamicDefaultBroker)] {
-            if let Some(v) = image.broker_configs.get(resource).and_then(|c| c.get(k.name)) {
+            if let Some(v) = image.broker_configs.get(resource).and_then(|c| c.get(name)) {
                 levels.push((v.clone(), source));
             }
         }
         if let Some(v) = file {
             levels.push((v.clone(), Source::StaticBroker));
         }
-        levels.push((k.default.to_string(), Source::Default));
-        BrokerEntry { name: k.name, levels, kind: k.kind, dynamic: true }
+        if let Some(d) = default {
+            levels.push((d.to_string(), Source::Default));
+        }
+        levels
+    };
+    let dynamic = |k: &'static Key, file: Option<&String>| BrokerEntry {
+        name: Cow::Borrowed(k.name),
+        levels: levels(k.name, file, Some(k.default)),
+        kind: k.kind,
+        dynamic: true,
     };
     entries.extend(RATE_KEYS.iter().map(|k| dynamic(k, None)));
     entries.extend(CONNECTION_KEYS.iter().map(|k| dynamic(k, broker.config.raw.get(k.name))));
     // Per-listener keys (`listener.name.plaintext.max.connections`) have no default:
-    // described when set, as Kafka describes them.
-    entries.extend(broker.config.raw.iter().filter(|(k, _)| k.starts_with("listener.name.")).map(
-        |(k, v)| BrokerEntry {
-            name: k,
-            levels: vec![(v.clone(), Source::StaticBroker)],
-            kind: Kind::Enum(&[]),
-            dynamic: false,
-        },
-    ));
-    entries.sort_by(|a, b| a.name.cmp(b.name));
+    // described when set, as Kafka describes them; a listener's own connection limits are
+    // dynamic, like the broker-wide ones, the other per-listener keys static.
+    let mut listener_keys: BTreeSet<&str> =
+        broker.config.raw.keys().map(String::as_str).filter(|k| k.starts_with("listener.name.")).collect();
+    for resource in [me.as_str(), ""] {
+        let set = image.broker_configs.get(resource).into_iter().flatten();
+        listener_keys.extend(set.map(|(k, _)| k.as_str()).filter(|k| listener_key(k).is_some()));
+    }
+    for name in listener_keys {
+        let file = broker.config.raw.get(name);
+        let entry = match listener_key(name) {
+            Some((_, key)) => BrokerEntry {
+                name: Cow::Owned(name.to_string()),
+                levels: levels(name, file, None),
+                kind: key.kind,
+                dynamic: true,
+            },
+            None => BrokerEntry {
+                name: Cow::Owned(name.to_string()),
+                levels: file.map(|v| vec![(v.clone(), Source::StaticBroker)]).unwrap_or_default(),
+                kind: Kind::Enum(&[]),
+                dynamic: false,
+            },
+        };
+        entries.push(entry);
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
     entries.dedup_by(|a, b| a.name == b.name);
     entries
 }
