@@ -23,6 +23,9 @@ clients. Proves:
 - DescribeQuorum through any broker names the quorum's leader and every voter's progress, and
   follows a new leader after the old one is killed; Metadata's controller id is a live broker, so
   an admin client never waits on the dead controller;
+- with `broker.rack` set, new partitions (CreateTopics and CreatePartitions) get replicas on as
+  many racks as they can, as Kafka's rack-aware assignment places them, and losing the broker of
+  the lone rack leaves every partition a live replica;
 - followers fetch through incremental fetch sessions (KIP-227): every leader holds a session per
   follower with all the partitions it follows there, and replication goes on through a follower's
   and a leader's SIGKILL (the lost sessions are replaced).
@@ -36,7 +39,7 @@ import urllib.request
 
 import pytest
 from confluent_kafka import KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 import history
 import util
@@ -438,3 +441,29 @@ def test_followers_fetch_through_sessions_and_replace_them_after_a_kill(cluster_
         wait_until(lambda: replicated(range(3)), 60, f"node {victim} caught up after its restart")
         # The killed node's own sessions may linger in a leader's cache until evicted.
         wait_until(lambda: sessions_hold_every_followed_partition(at_least=True), 30, "sessions again")
+
+
+def test_replicas_are_spread_over_racks_when_brokers_name_them(cluster_factory):
+    c = cluster_factory(start=False)
+    racks = {0: "a", 1: "a", 2: "b"}
+    for i, rack in racks.items():
+        c.nodes[i].overrides["broker.rack"] = rack
+    c.start()
+    topic = util.unique_topic("racks")
+    create(c.bootstrap, topic, partitions=12, rf=2)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap, "log_level": 0})
+    admin.create_partitions([NewPartitions(topic, 18)])[topic].result(30)
+    leaders = {}
+    for p in range(18):
+        replicas = c.partition(topic, p).replicas
+        assert len(set(replicas)) == 2 and {racks[r] for r in replicas} == {"a", "b"}, (p, replicas)
+        leaders[replicas[0]] = leaders.get(replicas[0], 0) + 1
+    assert sorted(leaders) == [0, 1, 2], f"preferred leaders spread over every broker: {leaders}"
+    # Rack b's only broker down: every partition still has its rack-a replica, and serves.
+    c.kill(2)
+    recs = util.make_records(50, "confluent")
+    for p in (0, 17):
+        for r in recs:
+            r.partition = p
+        util.confluent_produce(c.bootstrap, topic, recs, acks="all")
+        util.assert_records(recs, util.confluent_read(c.bootstrap, topic, p, len(recs)))

@@ -299,8 +299,9 @@ fn new_partition(
 }
 
 /// Unfenced brokers not shutting down, sorted: where new replicas may go.
-fn usable_brokers(image: &MetadataImage) -> Vec<i32> {
-    image.brokers.values().filter(|b| b.is_active()).map(|b| b.node_id).collect()
+fn usable_brokers(image: &MetadataImage) -> Vec<placement::Candidate<'_>> {
+    let active = image.brokers.values().filter(|b| b.is_active());
+    active.map(|b| placement::Candidate { id: b.node_id, rack: b.rack.as_deref() }).collect()
 }
 
 /// Every replica list names registered brokers, once each, and all lists have the same
