@@ -29,24 +29,9 @@ pub fn assign(
     start: usize,
     shift: usize,
 ) -> Vec<Vec<i32>> {
-    let n = brokers.len();
-    assert!(n > 0 && replication_factor > 0 && replication_factor <= n, "placement needs enough brokers");
-    let mut shift = shift;
-    let mut out = Vec::with_capacity(count.max(0) as usize);
-    for i in 0..count.max(0) {
-        let partition = (first_partition + i) as usize;
-        if partition > 0 && partition.is_multiple_of(n) {
-            shift += 1;
-        }
-        let first = (partition + start) % n;
-        let mut replicas = vec![brokers[first]];
-        for j in 0..replication_factor - 1 {
-            let step = if n > 1 { 1 + (shift + j) % (n - 1) } else { 0 };
-            replicas.push(brokers[(first + step) % n]);
-        }
-        out.push(replicas);
-    }
-    out
+    // One rack: the rack-aware walk never skips a broker, so it is the rack-unaware one.
+    let candidates: Vec<Candidate> = brokers.iter().map(|&id| Candidate { id, rack: None }).collect();
+    assign_rack_aware(&candidates, count, replication_factor, first_partition, start, shift)
 }
 
 /// Replica lists as [`assign`] makes them, over `brokers` with their racks: the brokers
@@ -114,8 +99,8 @@ fn rack_alternated<'a>(brokers: &[Candidate<'a>]) -> Vec<Candidate<'a>> {
     out
 }
 
-/// [`assign`] (or [`assign_rack_aware`] when any broker has a rack) with Kafka's random
-/// start index and shift; `brokers` sorted by id.
+/// [`assign_rack_aware`] (the rack-unaware [`assign`] when no broker has a rack) with
+/// Kafka's random start index and shift.
 pub fn assign_random(
     brokers: &[Candidate<'_>],
     count: i32,
@@ -126,11 +111,7 @@ pub fn assign_random(
     let mut rng = rand::thread_rng();
     let n = brokers.len().max(1);
     let (start, shift) = (rng.gen_range(0..n), rng.gen_range(0..n));
-    if brokers.iter().any(|b| b.rack.is_some()) {
-        return assign_rack_aware(brokers, count, replication_factor, first_partition, start, shift);
-    }
-    let ids: Vec<i32> = brokers.iter().map(|b| b.id).collect();
-    assign(&ids, count, replication_factor, first_partition, start, shift)
+    assign_rack_aware(brokers, count, replication_factor, first_partition, start, shift)
 }
 
 #[cfg(test)]
