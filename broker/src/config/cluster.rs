@@ -86,6 +86,9 @@ pub struct ClusterConfig {
     pub transaction_state_log_replication_factor: i16,
     /// `transaction.state.log.min.isr` (2; 1 on a single-node cluster).
     pub transaction_state_log_min_isr: i32,
+    /// `replica.selector.class` (unset: the leader): which replica a consumer with a
+    /// `client.rack` is told to read from (KIP-392).
+    pub replica_selector: crate::replication::read_replica::ReplicaSelector,
     /// `metadata.log.dir`: where the controller keeps its Raft log and snapshots
     /// (defaults to the first `log.dirs`).
     pub metadata_log_dir: Option<std::path::PathBuf>,
@@ -248,6 +251,9 @@ impl ClusterConfig {
                 1,
                 max_i16,
             )? as i32,
+            replica_selector: crate::replication::read_replica::ReplicaSelector::parse(
+                p.opt_string("replica.selector.class").as_deref(),
+            )?,
             metadata_log_dir: p.opt_string("metadata.log.dir").map(std::path::PathBuf::from),
         })
     }

@@ -1,8 +1,12 @@
 //! Fetch (1): whole record batches from each requested partition, within the request's
 //! byte limits; parked until `min_bytes` arrive or `max_wait_ms` passes.
 //!
-//! Consumers read from the leader only, up to the high watermark (`read_committed`: the
-//! last stable offset). A follower's fetch (`replica_id` / `ReplicaState` >= 0) reads up
+//! Consumers read up to the high watermark (`read_committed`: the last stable offset),
+//! from the leader or, with Fetch v11+ (KIP-392), from a follower up to the follower's
+//! high watermark. With `replica.selector.class` set to Kafka's rack-aware selector, the
+//! leader answers a consumer whose `rack_id` names a follower's rack with that
+//! follower as `preferred_read_replica` and no data (`crate::replication::read_replica`).
+//! A follower's fetch (`replica_id` / `ReplicaState` >= 0) reads up
 //! to the log end, and its fetch offset is the follower's log end offset: the leader
 //! records it ([`crate::replica::Partition::on_follower_fetch`]), which moves the high
 //! watermark (waking parked consumer fetches and delayed `acks=all` produces) and may
@@ -37,24 +41,33 @@ struct Fetcher {
     replica_id: i32,
     /// The follower's broker epoch (v15+, KIP-903), -1 if not sent.
     broker_epoch: i64,
+    /// A consumer that may read from followers and be sent to one (Fetch v11+).
+    any_replica: bool,
 }
 
 /// Handles a Fetch request.
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> FetchResponse {
+/// `listener` is the one the request came in on: a consumer is only sent to a replica
+/// it can reach there.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: FetchRequest,
+    listener: &str,
+) -> FetchResponse {
     let follower =
         if version >= 15 { request.replica_state.replica_id >= 0 } else { request.replica_id >= 0 };
     match broker.fetch_sessions.begin(version, &request, follower) {
-        SessionPlan::Sessionless => fetch(broker, version, request).await,
+        SessionPlan::Sessionless => fetch(broker, version, request, listener).await,
         SessionPlan::Refuse(code) => {
             FetchResponse { error_code: code.code(), session_id: 0, ..Default::default() }
         }
         SessionPlan::Full { id } => {
-            let mut response = fetch(broker, version, request).await;
+            let mut response = fetch(broker, version, request, listener).await;
             broker.fetch_sessions.finish(id, version, &mut response, false);
             response
         }
         SessionPlan::Incremental { id, request } => {
-            let mut response = fetch(broker, version, request).await;
+            let mut response = fetch(broker, version, request, listener).await;
             broker.fetch_sessions.finish(id, version, &mut response, true);
             response
         }
@@ -62,24 +75,24 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
 }
 
 /// Answers `request` in full: every partition it names.
-async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> FetchResponse {
-    let fetcher = if version >= 15 {
-        Fetcher {
-            replica_id: request.replica_state.replica_id,
-            broker_epoch: request.replica_state.replica_epoch,
-        }
+async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest, listener: &str) -> FetchResponse {
+    let (replica_id, broker_epoch) = if version >= 15 {
+        (request.replica_state.replica_id, request.replica_state.replica_epoch)
     } else {
-        Fetcher { replica_id: request.replica_id, broker_epoch: -1 }
+        (request.replica_id, -1)
     };
+    let fetcher = Fetcher { replica_id, broker_epoch, any_replica: replica_id < 0 && version >= 11 };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     // Woken only by appends and high watermark moves of the partitions this fetch reads.
     let waker = (request.max_wait_ms > 0).then(|| Arc::new(Notify::new()));
     let mut first = true;
     loop {
-        let (response, bytes, errors) = read_all(broker, version, &request, fetcher, waker.as_ref(), first);
+        let (response, bytes, answer_now) =
+            read_all(broker, version, &request, fetcher, listener, waker.as_ref(), first);
         first = false;
-        let done =
-            errors || bytes >= request.min_bytes.max(0) as usize || tokio::time::Instant::now() >= deadline;
+        let done = answer_now
+            || bytes >= request.min_bytes.max(0) as usize
+            || tokio::time::Instant::now() >= deadline;
         let Some(waker) = waker.as_ref().filter(|_| !done) else {
             count(broker, version, &request, &response, fetcher);
             return response;
@@ -87,7 +100,7 @@ async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> Fet
         // Parked for fetch.min.bytes: Kafka counts a delayed fetch's wait as remote time.
         let woken = crate::metrics::remote_wait(tokio::time::timeout_at(deadline, waker.notified())).await;
         if woken.is_err() {
-            let response = read_all(broker, version, &request, fetcher, None, false).0;
+            let response = read_all(broker, version, &request, fetcher, listener, None, false).0;
             count(broker, version, &request, &response, fetcher);
             return response;
         }
@@ -119,7 +132,8 @@ fn count(broker: &Broker, version: i16, request: &FetchRequest, response: &Fetch
 }
 
 /// One pass over every requested partition: the response, the bytes it carries, and
-/// whether any partition answered with an error (which ends the wait, like Kafka).
+/// whether it must be sent without waiting for more data: a partition answered with an
+/// error, a diverging epoch or a preferred read replica (as Kafka's delayed fetch).
 /// With `park`, each partition is asked to wake it on its next append before it is
 /// read, so an append between the read and the wait is not missed. A follower's
 /// position is recorded on the `first` pass only.
@@ -128,12 +142,13 @@ fn read_all(
     version: i16,
     request: &FetchRequest,
     fetcher: Fetcher,
+    listener: &str,
     park: Option<&Arc<Notify>>,
     first: bool,
 ) -> (FetchResponse, usize, bool) {
     let mut remaining = if version >= 3 { request.max_bytes.max(0) as usize } else { usize::MAX };
     let mut total = 0usize;
-    let mut any_error = false;
+    let mut answer_now = false;
     let mut responses = Vec::with_capacity(request.topics.len());
     let image = broker.metadata.current();
     for topic in &request.topics {
@@ -154,44 +169,47 @@ fn read_all(
             };
             match &name {
                 None => pd.error_code = ErrorCode::UnknownTopicId.code(),
-                Some(name) => match broker.replicas.get(name, fp.partition).filter(|p| p.is_leader()) {
-                    None => {
-                        let code = match broker.replicas.get(name, fp.partition) {
-                            Some(_) => ErrorCode::NotLeaderOrFollower,
-                            None => unhosted_error(&image, name, fp.partition),
-                        };
-                        pd.error_code = code.code();
-                        pd.current_leader = current_leader(&image, name, fp.partition);
-                    }
-                    Some(_) if version < 10 && stores_zstd(broker, &image, name) => {
-                        // KIP-110: a client that fetches below v10 cannot read zstd, so a
-                        // topic whose batches are stored as zstd is refused to it (as Kafka).
-                        pd.error_code = ErrorCode::UnsupportedCompressionType.code();
-                    }
-                    Some(p) => {
-                        if let Some(waker) = park {
-                            p.park(waker, fetcher.replica_id >= 0);
+                Some(name) => {
+                    match broker.replicas.get(name, fp.partition).filter(|p| readable(p, fetcher)) {
+                        None => {
+                            let code = match broker.replicas.get(name, fp.partition) {
+                                Some(_) => ErrorCode::NotLeaderOrFollower,
+                                None => unhosted_error(&image, name, fp.partition),
+                            };
+                            pd.error_code = code.code();
+                            pd.current_leader = current_leader(&image, name, fp.partition);
                         }
-                        let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
-                        let read = read_partition(
-                            broker,
-                            &image,
-                            &p,
-                            fp,
-                            request,
-                            fetcher,
-                            limit,
-                            total == 0,
-                            first,
-                        );
-                        pd = PartitionData { partition_index: fp.partition, ..read };
-                        let len = pd.records.as_ref().map_or(0, RecordSet::len);
-                        remaining = remaining.saturating_sub(len);
-                        total += len;
+                        Some(_) if version < 10 && stores_zstd(broker, &image, name) => {
+                            // KIP-110: a client that fetches below v10 cannot read zstd, so a
+                            // topic whose batches are stored as zstd is refused to it (as Kafka).
+                            pd.error_code = ErrorCode::UnsupportedCompressionType.code();
+                        }
+                        Some(p) => {
+                            if let Some(waker) = park {
+                                p.park(waker, fetcher.replica_id >= 0);
+                            }
+                            let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
+                            let read = read_partition(
+                                broker,
+                                &image,
+                                &p,
+                                fp,
+                                Reader { request, fetcher, listener },
+                                limit,
+                                total == 0,
+                                first,
+                            );
+                            pd = PartitionData { partition_index: fp.partition, ..read };
+                            let len = pd.records.as_ref().map_or(0, RecordSet::len);
+                            remaining = remaining.saturating_sub(len);
+                            total += len;
+                        }
                     }
-                },
+                }
             }
-            any_error |= pd.error_code != 0;
+            answer_now |= pd.error_code != 0
+                || pd.preferred_read_replica >= 0
+                || pd.diverging_epoch != EpochEndOffset::default();
             partitions.push(pd);
         }
         responses.push(FetchableTopicResponse {
@@ -200,7 +218,21 @@ fn read_all(
             partitions,
         });
     }
-    (FetchResponse { responses, ..Default::default() }, total, any_error)
+    (FetchResponse { responses, ..Default::default() }, total, answer_now)
+}
+
+/// Whether this broker serves the fetcher's reads of `p`: the leader always; a follower
+/// a consumer that may read from followers (KIP-392), never another follower.
+fn readable(p: &Partition, fetcher: Fetcher) -> bool {
+    p.is_leader() || (fetcher.any_replica && p.follower_of().is_some())
+}
+
+/// The request a partition is read for, who sent it, and on which listener.
+#[derive(Clone, Copy)]
+struct Reader<'a> {
+    request: &'a FetchRequest,
+    fetcher: Fetcher,
+    listener: &'a str,
 }
 
 /// Whether the topic's `compression.type` (its own or the broker's) is zstd.
@@ -219,19 +251,20 @@ fn current_leader(image: &MetadataImage, topic: &str, partition: i32) -> LeaderI
     }
 }
 
-/// Reads one partition this broker leads.
+/// Reads one partition this broker leads (or follows, for a consumer that may read
+/// from followers).
 #[allow(clippy::too_many_arguments)]
 fn read_partition(
     broker: &Arc<Broker>,
     image: &MetadataImage,
     p: &Arc<Partition>,
     fp: &FetchPartition,
-    request: &FetchRequest,
-    fetcher: Fetcher,
+    reader: Reader<'_>,
     limit: usize,
     min_one: bool,
     first: bool,
 ) -> PartitionData {
+    let Reader { request, fetcher, listener } = reader;
     let mut pd = PartitionData {
         partition_index: fp.partition,
         high_watermark: p.high_watermark(),
@@ -242,9 +275,17 @@ fn read_partition(
     };
     if let Err(code) = p.check_leader_epoch(fp.current_leader_epoch) {
         pd.error_code = code.code();
-        pd.current_leader =
-            LeaderIdAndEpoch { leader_id: broker.config.node_id, leader_epoch: p.leader_epoch() };
+        pd.current_leader = current_leader(image, &p.topic, p.index);
         return pd;
+    }
+    if fetcher.any_replica && !request.rack_id.is_empty() {
+        if let Some(id) =
+            preferred_read_replica(broker, image, p, fp.fetch_offset, &request.rack_id, listener)
+        {
+            // Sent elsewhere: no data, the offsets as the leader knows them (Kafka).
+            pd.preferred_read_replica = id;
+            return pd;
+        }
     }
     let follower = fetcher.replica_id >= 0;
     if follower && fp.last_fetched_epoch >= 0 {
@@ -316,6 +357,43 @@ fn read_partition(
         pd.high_watermark = p.high_watermark();
     }
     pd
+}
+
+/// The follower the consumer in `rack` should read `p` from, when this broker leads it
+/// and `replica.selector.class` says so; only followers alive and reachable on the
+/// consumer's `listener` are offered.
+fn preferred_read_replica(
+    broker: &Broker,
+    image: &MetadataImage,
+    p: &Partition,
+    fetch_offset: i64,
+    rack: &str,
+    listener: &str,
+) -> Option<i32> {
+    use crate::replication::read_replica::{select, ReplicaSelector, ReplicaView};
+    let selector = broker.config.cluster.replica_selector;
+    if selector == ReplicaSelector::Leader || !p.is_leader() {
+        return None;
+    }
+    let rack_of = |id: i32| image.broker(id).and_then(|b| b.rack.as_deref());
+    let leader = ReplicaView {
+        id: broker.config.node_id,
+        rack: broker.config.rack.as_deref(),
+        log_end_offset: p.log.log_end_offset(),
+        last_caught_up_ms: crate::clock::now_ms(),
+    };
+    let followers: Vec<ReplicaView<'_>> = p
+        .read_replica_candidates(fetch_offset)
+        .into_iter()
+        .filter(|(id, _, _)| image.broker(*id).is_some_and(|b| !b.fenced && b.endpoint(listener).is_some()))
+        .map(|(id, log_end_offset, last_caught_up_ms)| ReplicaView {
+            id,
+            rack: rack_of(id),
+            log_end_offset,
+            last_caught_up_ms,
+        })
+        .collect();
+    select(selector, rack, leader, &followers)
 }
 
 /// The aborted transactions a `read_committed` consumer must skip in the fetched range

@@ -150,7 +150,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
             produce::Reply::Nothing => return Outcome::NoResponse,
             produce::Reply::Close => return Outcome::Close,
         },
-        RequestBody::Fetch(r) => fetch::handle(broker, version, r).await.into(),
+        RequestBody::Fetch(r) => fetch::handle(broker, version, r, &ctx.listener).await.into(),
         RequestBody::ListOffsets(r) => list_offsets::handle(broker, version, r).into(),
         RequestBody::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, r).into(),
         RequestBody::CreateTopics(r) => create_topics::handle(broker, version, r).await.into(),

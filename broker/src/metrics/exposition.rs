@@ -125,7 +125,7 @@ const TOPIC_COUNTERS: &[(&str, &str, TopicCounter)] = &[
     ),
     (
         "kafka_server_brokertopicmetrics_totalfetchrequests",
-        "Partitions of fetch requests read as leader.",
+        "Partitions of fetch requests read here (as leader, or as a consumer's follower).",
         |m| &m.fetch_requests,
     ),
     (

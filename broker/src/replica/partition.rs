@@ -375,6 +375,22 @@ impl Partition {
         l.followers.iter().map(|(id, f)| (*id, f.log_end_offset)).collect()
     }
 
+    /// While leading: the followers a consumer at `fetch_offset` may be sent to read from
+    /// (KIP-392): in the committed ISR, holding the offset (log end at or past it, log
+    /// start not past it), as (node id, log end offset, last caught up ms). Empty otherwise.
+    pub fn read_replica_candidates(&self, fetch_offset: i64) -> Vec<(i32, i64, i64)> {
+        let role = self.read_role();
+        let Role::Leader(state) = &*role else { return Vec::new() };
+        let l = state.lock().unwrap_or_else(|p| p.into_inner());
+        l.followers
+            .iter()
+            .filter(|(id, f)| {
+                l.isr.contains(id) && f.log_end_offset >= fetch_offset && f.log_start_offset <= fetch_offset
+            })
+            .map(|(id, f)| (*id, f.log_end_offset, f.last_caught_up_ms))
+            .collect()
+    }
+
     /// Records a follower's fetch at `fetch_offset` (its log end offset) answered with
     /// the leader's log end offset `leader_leo`; moves the high watermark and returns an
     /// ISR expansion to propose, if the follower caught up. `eligible(node, broker

@@ -285,3 +285,24 @@ fn a_log_left_by_an_earlier_topic_of_the_same_name_is_not_taken_for_the_new_one(
         .expect("partition.metadata");
     assert_eq!(text, format!("version: 0\ntopic_id: {new_id}\n"));
 }
+
+#[test]
+fn only_isr_followers_holding_the_offset_are_offered_to_consumers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_replicas, p) = hosted_r0(dir.path());
+    assert!(p.make_leader(&record(0, &[1, 2, 3, 4], &[1, 2, 3], 1, 3), 0));
+    for _ in 0..3 {
+        p.append_as_leader(batch(), AppendOrigin::Client, 0).expect("append");
+    }
+    assert!(p.read_replica_candidates(0).is_empty(), "no follower fetched yet");
+    p.on_follower_fetch(2, 3, 0, 9, 3, 10, |_, _| false);
+    p.on_follower_fetch(3, 1, 1, 9, 3, 12, |_, _| false);
+    p.on_follower_fetch(4, 3, 0, 9, 3, 14, |_, _| false);
+    let ids = |offset| p.read_replica_candidates(offset).iter().map(|c| c.0).collect::<Vec<_>>();
+    assert_eq!(ids(1), vec![2, 3], "4 is out of the ISR");
+    assert_eq!(ids(0), vec![2], "3 starts after offset 0");
+    assert_eq!(ids(2), vec![2], "3 does not hold offset 2 yet");
+    assert_eq!(p.read_replica_candidates(3)[0], (2, 3, 10), "log end and last caught up");
+    assert!(p.make_follower(&record(0, &[1, 2, 3, 4], &[2, 3], 2, 4)));
+    assert!(p.read_replica_candidates(1).is_empty(), "a follower offers nothing");
+}

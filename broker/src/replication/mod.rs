@@ -1,10 +1,12 @@
 //! Replication between brokers: the leader's ISR and high-watermark bookkeeping as a
 //! pure state machine ([`isr`]), the follower fetch loops ([`fetcher`]), sending ISR
-//! changes to the controller ([`alter_isr`]), and the periodic ISR lag check.
+//! changes to the controller ([`alter_isr`]), the replica a consumer should read from
+//! (KIP-392, [`read_replica`]), and the periodic ISR lag check.
 
 pub mod alter_isr;
 pub mod fetcher;
 pub mod isr;
+pub mod read_replica;
 pub mod throttle;
 
 use crate::broker::Broker;

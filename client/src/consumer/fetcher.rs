@@ -65,20 +65,26 @@ pub(crate) struct BrokerSession {
 /// Partitions with the offsets to fetch them from.
 pub(crate) type Positioned = Vec<(TopicPartition, i64)>;
 
-/// Groups `wanted` (partition, position) by leader and builds each broker's request.
+/// Groups `wanted` (partition, position) by the broker to fetch from and builds each
+/// broker's request: the replica `read_from` names (the leader's `preferred_read_replica`,
+/// KIP-392) while the metadata still knows that broker, the leader otherwise.
 pub(crate) fn plan(
     cluster: &Cluster,
     wanted: &[(TopicPartition, i64)],
+    read_from: impl Fn(&TopicPartition) -> Option<i32>,
 ) -> (BTreeMap<i32, Positioned>, Vec<TopicPartition>) {
-    let mut by_leader: BTreeMap<i32, Positioned> = BTreeMap::new();
+    let mut by_broker: BTreeMap<i32, Positioned> = BTreeMap::new();
     let mut leaderless = Vec::new();
     for (tp, offset) in wanted {
         match cluster.partition(&tp.topic, tp.partition).filter(|p| p.leader >= 0) {
-            Some(p) => by_leader.entry(p.leader).or_default().push((tp.clone(), *offset)),
+            Some(p) => {
+                let node = read_from(tp).filter(|n| cluster.brokers.contains_key(n)).unwrap_or(p.leader);
+                by_broker.entry(node).or_default().push((tp.clone(), *offset))
+            }
             None => leaderless.push(tp.clone()),
         }
     }
-    (by_leader, leaderless)
+    (by_broker, leaderless)
 }
 
 /// Whether a fetch's top-level error only says the session is gone (the broker
@@ -197,6 +203,8 @@ pub(crate) enum PartitionResult {
     RefreshMetadata,
     /// The position is outside the log: reset it by `auto.offset.reset`.
     OutOfRange,
+    /// The leader sends this partition's reads to another replica (KIP-392).
+    ReadFrom(i32),
     /// Another error: fetch again later.
     Failed(Error),
 }
@@ -220,6 +228,9 @@ pub(crate) fn results(
             let tp = TopicPartition::new(name.as_str(), p.partition_index);
             let Some(&offset) = asked.get(&tp) else { continue };
             let result = match ErrorCode::from_code(p.error_code).unwrap_or(ErrorCode::UnknownServerError) {
+                ErrorCode::None if p.preferred_read_replica >= 0 => {
+                    PartitionResult::ReadFrom(p.preferred_read_replica)
+                }
                 ErrorCode::None => {
                     let bytes = p.records.as_ref().and_then(|r| r.memory()).unwrap_or_default();
                     let aborted = p.aborted_transactions.as_deref().unwrap_or_default();
@@ -337,9 +348,42 @@ mod tests {
         };
         let cluster = Cluster::default().merged(&response, true, std::time::Instant::now());
         let wanted: Vec<_> = (0..5).map(|p| (TopicPartition::new("t", p), 10)).collect();
-        let (by_leader, leaderless) = plan(&cluster, &wanted);
+        let (by_leader, leaderless) = plan(&cluster, &wanted, |_| None);
         assert_eq!(by_leader[&1].iter().map(|(tp, _)| tp.partition).collect::<Vec<_>>(), vec![0, 3]);
         assert_eq!(by_leader[&2].len(), 1);
         assert_eq!(leaderless.iter().map(|tp| tp.partition).collect::<Vec<_>>(), vec![2, 4]);
+        // A preferred read replica the metadata knows is fetched from; one it does not
+        // (gone from the cluster) falls back to the leader.
+        let read_from = |tp: &TopicPartition| match tp.partition {
+            0 => Some(2),
+            3 => Some(7),
+            _ => None,
+        };
+        let (by_broker, _) = plan(&cluster, &wanted, read_from);
+        assert_eq!(by_broker[&1].iter().map(|(tp, _)| tp.partition).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(by_broker[&2].iter().map(|(tp, _)| tp.partition).collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_preferred_read_replica_is_reported_instead_of_records() {
+        let response = FetchResponse {
+            responses: vec![FetchableTopicResponse {
+                topic: "t".into(),
+                partitions: vec![PartitionData {
+                    preferred_read_replica: 3,
+                    ..partition(0, ErrorCode::None, None)
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let outcome = FetchOutcome {
+            broker: 1,
+            asked: vec![(TopicPartition::new("t", 0), 0)],
+            ids: HashMap::new(),
+            result: Ok(response),
+            session: BrokerSession::default(),
+        };
+        assert!(matches!(results(&outcome, options())[0].2, PartitionResult::ReadFrom(3)));
     }
 }

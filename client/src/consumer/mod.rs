@@ -93,6 +93,10 @@ pub struct Consumer {
     sessions: HashMap<i32, BrokerSession>,
     /// Each partition's end (high watermark, or last stable offset) as last reported.
     ends: HashMap<TopicPartition, i64>,
+    /// The replica each partition is read from when its leader named one (KIP-392
+    /// `preferred_read_replica`), until the deadline (`metadata.max.age.ms` later, as the
+    /// Java consumer) or an error from that replica sends it back to the leader.
+    read_from: HashMap<TopicPartition, (i32, Instant)>,
     async_commits: Option<coordinator::Committer>,
     refresh_metadata: bool,
     last_auto_commit: Instant,
@@ -135,6 +139,7 @@ impl Consumer {
             in_flight: HashMap::new(),
             sessions: HashMap::new(),
             ends: HashMap::new(),
+            read_from: HashMap::new(),
             async_commits: None,
             refresh_metadata: false,
             last_auto_commit: Instant::now(),
@@ -457,7 +462,10 @@ impl Consumer {
             }
         }
         let limits = self.limits();
-        let (by_leader, leaderless) = fetcher::plan(&cluster, &wanted);
+        let now = Instant::now();
+        self.read_from.retain(|_, (_, until)| *until > now);
+        let read_from = |tp: &TopicPartition| self.read_from.get(tp).map(|(node, _)| *node);
+        let (by_broker, leaderless) = fetcher::plan(&cluster, &wanted, read_from);
         if !leaderless.is_empty() {
             self.refresh_metadata = true;
         }
@@ -467,10 +475,10 @@ impl Consumer {
         let mut reading: HashSet<i32> = HashSet::new();
         for tp in self.buffered.pending(&self.positions) {
             if let Some(p) = cluster.partition(&tp.topic, tp.partition) {
-                reading.insert(p.leader);
+                reading.insert(read_from(tp).unwrap_or(p.leader));
             }
         }
-        for (broker, asked) in by_leader {
+        for (broker, asked) in by_broker {
             if busy.contains(&broker) {
                 continue;
             }
@@ -510,6 +518,12 @@ impl Consumer {
             self.fetching.remove(tp);
         }
         self.sessions.insert(outcome.broker, std::mem::take(&mut outcome.session));
+        if outcome.result.is_err() {
+            // A replica that cannot be reached sends its partitions back to the leader.
+            for (tp, _) in &outcome.asked {
+                self.stop_reading_from(tp, outcome.broker);
+            }
+        }
         if let Err(e) = &outcome.result {
             if fetcher::session_lost(e) {
                 tracing::debug!(broker = outcome.broker, error = %e, "fetch session lost; opening another");
@@ -529,10 +543,23 @@ impl Consumer {
             if self.positions.position(&tp) != Some(offset) {
                 continue;
             }
+            if !matches!(result, PartitionResult::Records(..) | PartitionResult::ReadFrom(_))
+                && self.stop_reading_from(&tp, outcome.broker)
+            {
+                // An error from a follower (behind, gone, no longer a replica): the
+                // leader decides again, an out-of-range position included (Kafka's
+                // consumer resets only what the leader finds out of range).
+                continue;
+            }
             match result {
                 PartitionResult::Records(decoded, end) => {
                     self.ends.insert(tp.clone(), end);
                     self.buffered.push(tp, decoded);
+                }
+                PartitionResult::ReadFrom(node) => {
+                    tracing::debug!(partition = %tp, node, "reading from the preferred read replica");
+                    let until = Instant::now() + self.config.client.metadata_max_age;
+                    self.read_from.insert(tp, (node, until));
                 }
                 PartitionResult::RefreshMetadata => self.refresh_metadata = true,
                 PartitionResult::OutOfRange => match self.config.auto_offset_reset {
@@ -552,6 +579,19 @@ impl Consumer {
             }
         }
         Ok(())
+    }
+
+    /// Sends `tp`'s reads back to its leader if they went to `broker` as the preferred
+    /// read replica; whether they did.
+    fn stop_reading_from(&mut self, tp: &TopicPartition, broker: i32) -> bool {
+        match self.read_from.get(tp) {
+            Some((node, _)) if *node == broker => {
+                tracing::debug!(partition = %tp, node, "back to the leader from the preferred read replica");
+                self.read_from.remove(tp);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Sets the next offset `poll` returns for an assigned partition.
