@@ -518,13 +518,11 @@ impl Consumer {
             self.fetching.remove(tp);
         }
         self.sessions.insert(outcome.broker, std::mem::take(&mut outcome.session));
-        if outcome.result.is_err() {
+        if let Err(e) = &outcome.result {
             // A replica that cannot be reached sends its partitions back to the leader.
             for (tp, _) in &outcome.asked {
                 self.stop_reading_from(tp, outcome.broker);
             }
-        }
-        if let Err(e) = &outcome.result {
             if fetcher::session_lost(e) {
                 tracing::debug!(broker = outcome.broker, error = %e, "fetch session lost; opening another");
                 return Ok(());
