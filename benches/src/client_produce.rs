@@ -4,18 +4,20 @@
 //! run measures what an application using the client gets.
 //!
 //! Each producer task generates due records in bursts, hands a burst to the client in
-//! one call ([`Producer::send_all`]) and passes the delivery futures with their due
-//! times to an acknowledgement task, which awaits them in order and records each
-//! record's latency from its due time.
+//! one call ([`Producer::send_borrowed`]: values are slices of the payload pool, as an
+//! application's would be slices of its own buffers, copied once, into their batch)
+//! and passes the deliveries with their due times to an acknowledgement task, which
+//! awaits them in order and records each record's latency from its due time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use strata_client::producer::{Deliveries, Producer, ProducerConfig, ProducerRecord};
+use bytes::Bytes;
+use strata_client::producer::{BorrowedRecord, Deliveries, Producer, ProducerConfig};
 use tokio::sync::mpsc;
 
-use crate::payload::{key_bytes, Payloads};
+use crate::payload::{Payloads, KEY_BYTES};
 use crate::produce::{ProducerSettings, Quota, WallClock};
 use crate::schedule::{latency, Schedule};
 use crate::stats::Meter;
@@ -59,6 +61,76 @@ fn client_config(settings: &ProducerSettings, index: usize) -> Result<ProducerCo
         c.set(k, &v).with_context(|| format!("producer setting {k}={v}"))?;
     }
     Ok(c)
+}
+
+/// The bytes of one burst's records that are not slices of the payload pool (keys,
+/// stamped values), kept until the burst is handed over; the records borrow them.
+#[derive(Default)]
+struct BurstBytes {
+    /// One key per record when records are keyed.
+    keys: Vec<[u8; KEY_BYTES]>,
+    /// Where each record's value is.
+    values: Vec<ValueAt>,
+    /// Values built here rather than cut from the pool.
+    built: Vec<u8>,
+}
+
+/// Where a value is: a start in the payload pool, or a range of [`BurstBytes::built`].
+#[derive(Clone, Copy)]
+enum ValueAt {
+    Pool(usize),
+    Built(usize, usize),
+}
+
+impl BurstBytes {
+    /// Adds the next record's key and value.
+    fn add(&mut self, payloads: &mut Payloads, stamp_ns: Option<u64>) {
+        if let Some(k) = payloads.key() {
+            self.keys.push(k.to_be_bytes());
+        }
+        let at = match (stamp_ns, payloads.value_start()) {
+            (None, Some(start)) => ValueAt::Pool(start),
+            (Some(stamp), _) => {
+                let from = self.built.len();
+                payloads.put_stamped_value(stamp, &mut self.built);
+                ValueAt::Built(from, self.built.len())
+            }
+            (None, None) => {
+                let from = self.built.len();
+                self.built.extend_from_slice(&payloads.value());
+                ValueAt::Built(from, self.built.len())
+            }
+        };
+        self.values.push(at);
+    }
+
+    /// The burst's records, stamped with their due times.
+    fn records<'a>(
+        &'a self,
+        pool: &'a [u8],
+        value_size: usize,
+        dues: &[Instant],
+        clock: &WallClock,
+    ) -> Vec<BorrowedRecord<'a>> {
+        let values = self.values.iter().zip(dues).enumerate();
+        values
+            .map(|(i, (at, due))| BorrowedRecord {
+                key: self.keys.get(i).map(|k| &k[..]),
+                value: Some(match *at {
+                    ValueAt::Pool(start) => &pool[start..start + value_size],
+                    ValueAt::Built(from, to) => &self.built[from..to],
+                }),
+                timestamp: Some((clock.unix_ns(*due) / 1_000_000) as i64),
+                ..BorrowedRecord::default()
+            })
+            .collect()
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.values.clear();
+        self.built.clear();
+    }
 }
 
 /// One producer on the client: its schedule, payloads and the client producer.
@@ -122,7 +194,8 @@ impl ClientProducer {
         let per_txn = self.settings.transaction_records;
         let transactional = self.settings.transactions.is_some();
         let mut in_txn = 0u64;
-        let mut records = Vec::with_capacity(BURST);
+        let pool: Bytes = self.payloads.pool().clone();
+        let mut bytes = BurstBytes::default();
         let mut dues = Vec::with_capacity(BURST);
         loop {
             let now = Instant::now();
@@ -143,18 +216,22 @@ impl ClientProducer {
             if let Quota::Records(n) = quota {
                 room = room.min(n - self.schedule.taken());
             }
-            while (records.len() as u64) < room {
+            while (dues.len() as u64) < room {
                 let Some(due) = self.schedule.take_due(now) else { break };
-                records.push(self.record(due));
+                let stamp = self.settings.stamp_values.then(|| self.clock.unix_ns(due));
+                bytes.add(&mut self.payloads, stamp);
                 dues.push(due);
             }
-            if records.is_empty() {
+            if dues.is_empty() {
                 self.wait(quota).await;
                 continue;
             }
+            let records = bytes.records(&pool, self.settings.record_size, &dues, &self.clock);
             let record_bytes = records.first().map_or(0, record_bytes);
             let n = records.len() as u64;
-            let deliveries = self.producer.send_all(records.drain(..)).await.context("send")?;
+            let deliveries = self.producer.send_borrowed(&self.topic, &records).await.context("send")?;
+            drop(records);
+            bytes.clear();
             let burst = Burst {
                 dues: std::mem::replace(&mut dues, Vec::with_capacity(BURST)),
                 deliveries,
@@ -176,24 +253,6 @@ impl ClientProducer {
         Ok(())
     }
 
-    fn record(&mut self, due: Instant) -> ProducerRecord {
-        let key = self.payloads.key();
-        let value = if self.settings.stamp_values {
-            self.payloads.stamped_value(self.clock.unix_ns(due))
-        } else {
-            self.payloads.value()
-        };
-        let timestamp_ms = (self.clock.unix_ns(due) / 1_000_000) as i64;
-        ProducerRecord {
-            topic: self.topic.clone(),
-            partition: None,
-            key: key.map(key_bytes),
-            value: Some(value),
-            headers: Vec::new(),
-            timestamp: Some(timestamp_ms),
-        }
-    }
-
     /// Sleeps until the next record is due (at most 1 ms, so a deadline is kept).
     async fn wait(&self, quota: Quota) {
         let now = Instant::now();
@@ -207,8 +266,8 @@ impl ClientProducer {
     }
 }
 
-fn record_bytes(r: &ProducerRecord) -> u64 {
-    (r.key.as_ref().map_or(0, |k| k.len()) + r.value.as_ref().map_or(0, |v| v.len())) as u64
+fn record_bytes(r: &BorrowedRecord<'_>) -> u64 {
+    (r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len)) as u64
 }
 
 /// Awaits every delivery in order, counting acknowledged records and their latency

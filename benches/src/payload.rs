@@ -124,11 +124,23 @@ impl Payloads {
         }
     }
 
+    /// The pool values are cut from, for a caller that borrows them
+    /// ([`Payloads::value_start`]).
+    pub fn pool(&self) -> &Bytes {
+        &self.pool
+    }
+
+    /// Where the next value starts in [`Payloads::pool`], if a value of `record_size`
+    /// bytes fits in it: the same sequence of values as [`Payloads::value`] gives.
+    pub fn value_start(&mut self) -> Option<usize> {
+        let size = self.record_size;
+        (size <= self.pool.len()).then(|| self.rng.below((self.pool.len() - size + 1) as u64) as usize)
+    }
+
     /// A value of `record_size` bytes (zero-copy slice of the pool when it fits).
     pub fn value(&mut self) -> Bytes {
         let size = self.record_size;
-        if size <= self.pool.len() {
-            let start = self.rng.below((self.pool.len() - size + 1) as u64) as usize;
+        if let Some(start) = self.value_start() {
             self.pool.slice(start..start + size)
         } else {
             let mut v = BytesMut::with_capacity(size);
@@ -142,11 +154,16 @@ impl Payloads {
 
     /// A value whose first 8 bytes are `stamp_ns` (end-to-end runs; `record_size` >= 8).
     pub fn stamped_value(&mut self, stamp_ns: u64) -> Bytes {
-        let body = self.value();
-        let mut v = BytesMut::with_capacity(body.len().max(STAMP_BYTES));
-        v.put_u64(stamp_ns);
-        v.put_slice(&body[STAMP_BYTES.min(body.len())..]);
+        let mut v = BytesMut::with_capacity(self.record_size.max(STAMP_BYTES));
+        self.put_stamped_value(stamp_ns, &mut v);
         v.freeze()
+    }
+
+    /// Appends to `out` what [`Payloads::stamped_value`] returns.
+    pub fn put_stamped_value(&mut self, stamp_ns: u64, out: &mut impl BufMut) {
+        let body = self.value();
+        out.put_u64(stamp_ns);
+        out.put_slice(&body[STAMP_BYTES.min(body.len())..]);
     }
 }
 

@@ -1,7 +1,8 @@
 //! The client crate's producer against the real broker: records read back as sent with
 //! every codec and acks setting, keyed records on murmur2's partitions, an idempotent
 //! producer that survives a SIGKILL of the broker with no duplicate and no gap,
-//! transactions committed, aborted and fenced, and offsets committed in a transaction.
+//! transactions committed, aborted and fenced, and offsets committed in a transaction;
+//! borrowed records (`send_borrowed`) read back and partitioned as owned ones.
 //! Records are read back with raw Fetch requests through the client's `Connection`,
 //! so these tests do not depend on the consumer.
 
@@ -10,9 +11,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strata_client::producer::partitioner::partition_for_key;
-use strata_client::producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
+use strata_client::producer::{BorrowedRecord, DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
 use strata_client::{
-    Client, ClientConfig, ConsumerGroupMetadata, ErrorCode, OffsetAndMetadata, TopicPartition,
+    Client, ClientConfig, ConsumerGroupMetadata, ErrorCode, Header, OffsetAndMetadata, TopicPartition,
 };
 use strata_protocol::messages::fetch::{AbortedTransaction, FetchPartition, FetchRequest, FetchTopic};
 use strata_protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchRequestTopic};
@@ -295,6 +296,79 @@ async fn a_send_to_a_missing_partition_or_too_large_a_record_fails_at_once() {
         .await
         .expect("ack");
     assert_eq!(m.offset, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn borrowed_records_are_read_back_as_sent_on_the_partitions_owned_ones_get() {
+    let broker = BrokerProcess::start(&[]).expect("broker");
+    let client = Client::connect(ClientConfig::new(&broker.addr().to_string())).await.expect("connect");
+    create_topic(&client, "lent", 3).await;
+    // A small buffer.memory: the call reserves it chunk by chunk and waits for acks between.
+    let producer = Producer::new(config(&broker, &[("buffer.memory", "65536"), ("batch.size", "16384")]))
+        .await
+        .expect("producer");
+    // One block of bytes, as an application's buffer: every key and value is a slice of it.
+    let text: String = (0..2000).map(|i| format!("key-{}|value-{i:0>90};", i % 41)).collect();
+    let headers = [Header { key: "h".into(), value: Some(bytes::Bytes::from_static(b"x")) }];
+    let records: Vec<BorrowedRecord<'_>> = text
+        .split_terminator(';')
+        .enumerate()
+        .map(|(i, line)| {
+            let (key, value) = line.split_once('|').expect("separator");
+            let r = BorrowedRecord::new(value.as_bytes()).timestamp(1_700_000_000_000 + i as i64);
+            match i % 3 {
+                0 => r.key(key.as_bytes()).headers(&headers),
+                1 => r.partition(2),
+                _ => r,
+            }
+        })
+        .collect();
+    let mut deliveries = producer.send_borrowed("lent", &records).await.expect("send");
+    let mut sent: HashMap<i32, Vec<(i64, &[u8])>> = HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        let m = deliveries.next().await.expect("one result per record").expect("delivered");
+        match (r.partition, r.key) {
+            (Some(p), _) => assert_eq!(m.partition, p, "record {i}: its explicit partition"),
+            (None, Some(k)) => assert_eq!(m.partition, partition_for_key(k, 3), "record {i}: murmur2"),
+            (None, None) => {}
+        }
+        assert_eq!(m.timestamp, 1_700_000_000_000 + i as i64);
+        sent.entry(m.partition).or_default().push((m.offset, r.value.expect("value")));
+    }
+    assert!(deliveries.next().await.is_none());
+    for p in 0..3 {
+        let read = read_partition(&client, "lent", p, 0).await;
+        let want = sent.remove(&p).unwrap_or_default();
+        let got: Vec<(i64, &[u8])> =
+            read.records.iter().map(|r| (r.offset, r.value.as_deref().expect("value"))).collect();
+        assert_eq!(got, want, "partition {p} holds what was acknowledged, in order");
+        for r in &read.records {
+            let keyed = r.key.is_some();
+            assert_eq!(r.headers.len(), usize::from(keyed), "headers go with the keyed records");
+            if keyed {
+                assert_eq!(
+                    (&r.headers[0].key[..], r.headers[0].value.as_deref()),
+                    (&b"h"[..], Some(&b"x"[..]))
+                );
+            }
+        }
+        assert!(read.batch_of.iter().all(|(pid, _)| *pid >= 0), "idempotent by default");
+    }
+    // As send_all: a record no request could hold fails the call, the ones before it are sent.
+    let big = vec![b'x'; 2 << 20];
+    let calls = [BorrowedRecord::new(b"before"), BorrowedRecord::new(&big), BorrowedRecord::new(b"after")];
+    let e = producer.send_borrowed("lent-limits", &calls).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::MessageTooLarge));
+    let e = producer.send_borrowed("lent", &[BorrowedRecord::new(b"x").partition(7)]).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::UnknownTopicOrPartition));
+    producer.flush().await.expect("flush");
+    let read = read_partition(&client, "lent-limits", 0, 0).await;
+    assert_eq!(
+        values(&read.records),
+        ["before"],
+        "the topic was created on first use and got the first record"
+    );
+    producer.close().await.expect("close");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use strata_protocol::records::{Compression, NewRecord, RecordBatchBuilder, RecordBatchMut};
+use strata_protocol::records::{Compression, HeaderParts, NewRecord, RecordBatchBuilder, RecordBatchMut};
 
 /// Bytes a record may add beyond its key, value and headers (length, attributes,
 /// timestamp and offset deltas, the varints of each field).
@@ -26,12 +26,53 @@ const HEADER_OVERHEAD: usize = 10;
 /// Where the producer id, epoch and base sequence sit in a v2 batch header.
 const PRODUCER_ID_AT: usize = 43;
 
+/// A record as the accumulator appends it, whatever holds its bytes: a [`NewRecord`]
+/// of the producer's owned records, or a view of a caller's borrowed ones.
+pub(crate) trait RecordParts {
+    /// How its headers are held.
+    type Header: HeaderParts;
+    fn timestamp(&self) -> i64;
+    fn key(&self) -> Option<&[u8]>;
+    fn value(&self) -> Option<&[u8]>;
+    fn headers(&self) -> &[Self::Header];
+}
+
+impl RecordParts for NewRecord {
+    type Header = strata_protocol::records::RecordHeader;
+
+    fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    fn key(&self) -> Option<&[u8]> {
+        self.key.as_deref()
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.value.as_deref()
+    }
+
+    fn headers(&self) -> &[Self::Header] {
+        &self.headers
+    }
+}
+
+impl HeaderParts for crate::types::Header {
+    fn key(&self) -> &[u8] {
+        self.key.as_bytes()
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.value.as_deref()
+    }
+}
+
 /// An upper bound of the bytes `record` adds to a batch.
-pub(crate) fn record_size(record: &NewRecord) -> usize {
-    let mut n = RECORD_OVERHEAD + record.key.as_ref().map_or(0, Bytes::len);
-    n += record.value.as_ref().map_or(0, Bytes::len);
-    for h in &record.headers {
-        n += HEADER_OVERHEAD + h.key.len() + h.value.as_ref().map_or(0, Bytes::len);
+pub(crate) fn record_size(record: &impl RecordParts) -> usize {
+    let mut n = RECORD_OVERHEAD + record.key().map_or(0, <[u8]>::len);
+    n += record.value().map_or(0, <[u8]>::len);
+    for h in record.headers() {
+        n += HEADER_OVERHEAD + h.key().len() + h.value().map_or(0, <[u8]>::len);
     }
     n
 }
@@ -314,7 +355,7 @@ impl Accumulator {
         &mut self,
         topic: &str,
         target: Target,
-        record: &NewRecord,
+        record: &impl RecordParts,
         memory: usize,
         clock: &dyn Fn() -> Instant,
     ) -> Result<Option<Appended<'_>>> {
@@ -392,7 +433,9 @@ impl Accumulator {
         let batch = queue.batches.back_mut().ok_or_else(|| Error::state("no open batch"))?;
         let builder = batch.builder.as_mut().ok_or_else(|| Error::state("batch already sealed"))?;
         let index = builder.len() as i32;
-        builder.append(record).map_err(|e| Error::state(format!("appending to a batch of {topic}: {e}")))?;
+        builder
+            .append_parts(record.timestamp(), record.key(), record.value(), record.headers())
+            .map_err(|e| Error::state(format!("appending to a batch of {topic}: {e}")))?;
         batch.records += 1;
         batch.size += size;
         batch.memory += memory;

@@ -31,14 +31,14 @@ mod two_phase;
 
 pub use config::{Acks, ProducerConfig};
 pub use idempotence::ProducerIdAndEpoch;
-pub use record::{Deliveries, DeliveryFuture, ProducerRecord, RecordMetadata};
+pub use record::{BorrowedRecord, Deliveries, DeliveryFuture, ProducerRecord, RecordMetadata};
 pub use transaction::TxnPhase;
 pub use two_phase::PreparedTxnState;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::metadata::TopicInfo;
-use accumulator::{record_size, Accumulator, Target, TopicMeta};
+use accumulator::{record_size, Accumulator, RecordParts, Target, TopicMeta};
 use bytes::Bytes;
 use idempotence::Mode;
 use record::BatchSlot;
@@ -241,8 +241,8 @@ impl Producer {
     /// the topic's metadata (the first time) and for `buffer.memory`, each at most
     /// `max.block.ms`.
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture> {
-        let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        let prepared = self.prepare(record, timestamp)?;
+        let now = if record.timestamp.is_some() { 0 } else { now_ms() };
+        let prepared = self.prepare(record, now)?;
         self.reserve(prepared.size).await?;
         let result = self.append(&prepared).await;
         if result.is_err() {
@@ -273,44 +273,104 @@ impl Producer {
     /// # Ok(()) }
     /// ```
     pub async fn send_all(&self, records: impl IntoIterator<Item = ProducerRecord>) -> Result<Deliveries> {
+        let now = now_ms();
         let records = records.into_iter();
         let hint = records.size_hint().0;
+        self.queue_all(records.map(|r| self.prepare(r, now)), hint).await
+    }
+
+    /// Queues `records` for `topic` in order and returns their acknowledgements in the
+    /// same order, as [`Producer::send_all`] does (its errors too), copying each
+    /// record's bytes into its batch before it returns: for callers whose bytes live in
+    /// their own buffers, with no [`ProducerRecord`] to build per record.
+    ///
+    /// ```no_run
+    /// # async fn demo(p: strata_client::producer::Producer) -> strata_client::Result<()> {
+    /// use strata_client::producer::BorrowedRecord;
+    /// let lines = "alice:1\nbob:2\n";
+    /// let records: Vec<BorrowedRecord<'_>> = lines
+    ///     .lines()
+    ///     .filter_map(|l| l.split_once(':'))
+    ///     .map(|(k, v)| BorrowedRecord::new(v.as_bytes()).key(k.as_bytes()))
+    ///     .collect();
+    /// let mut deliveries = p.send_borrowed("scores", &records).await?;
+    /// while let Some(result) = deliveries.next().await {
+    ///     result?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_borrowed(&self, topic: &str, records: &[BorrowedRecord<'_>]) -> Result<Deliveries> {
+        let now = now_ms();
+        let lent = records.iter().map(|record| {
+            let view =
+                Lent { topic, target: self.target(record.partition, record.key), record, now, size: 0 };
+            let size = self.checked_size(&view)?;
+            Ok(Lent { size, ..view })
+        });
+        self.queue_all(lent, records.len()).await
+    }
+
+    /// Queues records in order, chunk by chunk of up to half of `buffer.memory` (one
+    /// reservation per chunk), and returns their acknowledgements; on an error the
+    /// records before it stay queued.
+    async fn queue_all<A: Appendable>(
+        &self,
+        records: impl Iterator<Item = Result<A>>,
+        hint: usize,
+    ) -> Result<Deliveries> {
         let mut futures = Deliveries::with_capacity(hint);
         let chunk_bytes = (self.shared.config.buffer_memory / 2).max(1);
-        let now = now_ms();
-        let mut pending: Vec<Prepared> = Vec::with_capacity(hint.min(4096));
+        let mut pending: Vec<A> = Vec::with_capacity(hint.min(4096));
         let mut pending_bytes = 0;
         for record in records {
-            let timestamp = record.timestamp.unwrap_or(now);
-            let prepared = match self.prepare(record, timestamp) {
-                Ok(p) => p,
+            let record = match record {
+                Ok(r) => r,
                 Err(e) => {
                     self.append_all(&mut pending, pending_bytes, &mut futures).await?;
                     return Err(e);
                 }
             };
-            if !pending.is_empty() && pending_bytes + prepared.size > chunk_bytes {
+            if !pending.is_empty() && pending_bytes + record.size() > chunk_bytes {
                 self.append_all(&mut pending, pending_bytes, &mut futures).await?;
                 pending_bytes = 0;
             }
-            pending_bytes += prepared.size;
-            pending.push(prepared);
+            pending_bytes += record.size();
+            pending.push(record);
         }
         self.append_all(&mut pending, pending_bytes, &mut futures).await?;
         Ok(futures)
     }
 
-    /// Turns a record into what the accumulator appends: its target, the batch form
-    /// of its fields and its size, refusing a record no request or buffer could hold.
-    fn prepare(&self, record: ProducerRecord, timestamp: i64) -> Result<Prepared> {
-        let config = &self.shared.config;
-        let target = match (record.partition, &record.key) {
+    /// Where a record goes: its partition, else its key's hash, else the sticky partition.
+    fn target(&self, partition: Option<i32>, key: Option<&[u8]>) -> Target {
+        match (partition, key) {
             (Some(p), _) => Target::Partition(p),
-            (None, Some(key)) if !config.partitioner_ignore_keys => {
+            (None, Some(key)) if !self.shared.config.partitioner_ignore_keys => {
                 Target::Key(partitioner::murmur2(key) & 0x7fff_ffff)
             }
             _ => Target::Sticky,
-        };
+        }
+    }
+
+    /// The record's `buffer.memory` size, refusing a record no request or buffer could hold.
+    fn checked_size(&self, record: &impl RecordParts) -> Result<usize> {
+        let config = &self.shared.config;
+        let size = record_size(record);
+        if size > config.max_request_size || size > config.buffer_memory {
+            return Err(Error::Kafka {
+                code: ErrorCode::MessageTooLarge,
+                message: Some(format!(
+                    "a record of {size} bytes is larger than max.request.size or buffer.memory"
+                )),
+            });
+        }
+        Ok(size)
+    }
+
+    /// Turns a record into what the accumulator appends: its target, the batch form
+    /// of its fields and its size, refusing a record no request or buffer could hold.
+    fn prepare(&self, record: ProducerRecord, now: i64) -> Result<Prepared> {
+        let target = self.target(record.partition, record.key.as_deref());
         let headers = if record.headers.is_empty() {
             Vec::new()
         } else {
@@ -320,16 +380,9 @@ impl Producer {
                 .map(|h| RecordHeader { key: Bytes::from(h.key), value: h.value })
                 .collect()
         };
+        let timestamp = record.timestamp.unwrap_or(now);
         let new = NewRecord { timestamp, key: record.key, value: record.value, headers };
-        let size = record_size(&new);
-        if size > config.max_request_size || size > config.buffer_memory {
-            return Err(Error::Kafka {
-                code: ErrorCode::MessageTooLarge,
-                message: Some(format!(
-                    "a record of {size} bytes is larger than max.request.size or buffer.memory"
-                )),
-            });
-        }
+        let size = self.checked_size(&new)?;
         Ok(Prepared { topic: record.topic, target, new, size })
     }
 
@@ -343,7 +396,7 @@ impl Producer {
                 let st = &mut *guard;
                 check_open(st)?;
                 let mut future = None;
-                let timestamp = record.new.timestamp;
+                let timestamp = record.parts().timestamp();
                 let opened = append_one(st, record, |slot, index| {
                     future = Some(DeliveryFuture { slot: slot.clone(), index, timestamp })
                 })?;
@@ -357,7 +410,7 @@ impl Producer {
                     }
                     return Ok(future);
                 }
-                None => self.learn_topic(&record.topic).await?,
+                None => self.learn_topic(record.topic()).await?,
             }
         }
     }
@@ -366,9 +419,9 @@ impl Producer {
     /// `pending`, [`APPENDS_PER_LOCK`] per hold of the state lock (and one more hold per
     /// topic whose metadata must be learnt), pushing their futures; `pending` is empty
     /// afterwards. On an error the memory of the records not appended is given back.
-    async fn append_all(
+    async fn append_all<A: Appendable>(
         &self,
-        pending: &mut Vec<Prepared>,
+        pending: &mut Vec<A>,
         bytes: usize,
         futures: &mut Deliveries,
     ) -> Result<()> {
@@ -389,10 +442,10 @@ impl Producer {
                     let step = check_open(st).and_then(|()| {
                         let upto = (appended + APPENDS_PER_LOCK).min(pending.len());
                         for record in &pending[appended..upto] {
-                            let timestamp = record.new.timestamp;
+                            let timestamp = record.parts().timestamp();
                             let push = |slot: &Arc<_>, index| futures.push(slot, index, timestamp);
                             let Some(opened) = append_one(st, record, push)? else {
-                                return Ok(Some(record.topic.clone()));
+                                return Ok(Some(record.topic().to_owned()));
                             };
                             opened_any |= opened;
                             appended += 1;
@@ -419,7 +472,7 @@ impl Producer {
             },
         };
         if result.is_err() && reserved_ok {
-            let unused: usize = pending[appended..].iter().map(|p| p.size).sum();
+            let unused: usize = pending[appended..].iter().map(A::size).sum();
             shared.memory.add_permits(unused);
         }
         pending.clear();
@@ -523,7 +576,18 @@ impl Drop for Producer {
 /// and a hold as long as a whole burst of records made it sleep on the lock.
 const APPENDS_PER_LOCK: usize = 32;
 
-/// A record ready for the accumulator, its `buffer.memory` size computed.
+/// A record ready for the accumulator: its topic, where it goes, its parts and its
+/// `buffer.memory` size. Owned ([`Prepared`], from `send` and `send_all`) or borrowed
+/// ([`Lent`], from `send_borrowed`), appended by the same code.
+trait Appendable {
+    type Parts: RecordParts;
+    fn topic(&self) -> &str;
+    fn target(&self) -> Target;
+    fn parts(&self) -> &Self::Parts;
+    fn size(&self) -> usize;
+}
+
+/// A [`ProducerRecord`] ready for the accumulator.
 struct Prepared {
     topic: Arc<str>,
     target: Target,
@@ -531,16 +595,88 @@ struct Prepared {
     size: usize,
 }
 
+impl Appendable for Prepared {
+    type Parts = NewRecord;
+
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn target(&self) -> Target {
+        self.target
+    }
+
+    fn parts(&self) -> &NewRecord {
+        &self.new
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+}
+
+/// A [`BorrowedRecord`] ready for the accumulator: a view, nothing copied yet.
+struct Lent<'a> {
+    topic: &'a str,
+    target: Target,
+    record: &'a BorrowedRecord<'a>,
+    /// The time of the call, for a record without a timestamp.
+    now: i64,
+    size: usize,
+}
+
+impl RecordParts for Lent<'_> {
+    type Header = crate::types::Header;
+
+    fn timestamp(&self) -> i64 {
+        self.record.timestamp.unwrap_or(self.now)
+    }
+
+    fn key(&self) -> Option<&[u8]> {
+        self.record.key
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.record.value
+    }
+
+    fn headers(&self) -> &[Self::Header] {
+        self.record.headers
+    }
+}
+
+impl Appendable for Lent<'_> {
+    type Parts = Self;
+
+    fn topic(&self) -> &str {
+        self.topic
+    }
+
+    fn target(&self) -> Target {
+        self.target
+    }
+
+    fn parts(&self) -> &Self {
+        self
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+}
+
 /// Appends one record under the state lock, handing its batch's slot and its index to
 /// `take`; `Ok(None)`: the topic's metadata is not known yet. Otherwise returns
 /// whether a new batch was opened (the sender must look).
 fn append_one(
     st: &mut State,
-    record: &Prepared,
+    record: &impl Appendable,
     take: impl FnOnce(&Arc<BatchSlot>, i32),
 ) -> Result<Option<bool>> {
     let State { acc, txn, .. } = st;
-    let Some(a) = acc.append(&record.topic, record.target, &record.new, record.size, &Instant::now)? else {
+    let Some(a) =
+        acc.append(record.topic(), record.target(), record.parts(), record.size(), &Instant::now)?
+    else {
         return Ok(None);
     };
     if let (Some(p), Some(txn)) = (a.opened, txn.as_mut()) {

@@ -73,6 +73,66 @@ impl ProducerRecord {
     }
 }
 
+/// A record whose bytes the caller keeps: [`Producer::send_borrowed`] copies them into
+/// their batch before it returns, as it would copy a [`ProducerRecord`]'s, so a caller
+/// sending from its own buffers (values serialized into a reused buffer, slices of a
+/// larger block) needs no `Bytes` per record and no owned record to move through the
+/// call.
+///
+/// [`Producer::send_borrowed`]: super::Producer::send_borrowed
+///
+/// ```
+/// use strata_client::producer::BorrowedRecord;
+/// let line = b"alice:1";
+/// let r = BorrowedRecord::new(&line[6..]).key(&line[..5]).partition(2);
+/// assert_eq!(r.key, Some(&b"alice"[..]));
+/// assert_eq!(r.value, Some(&b"1"[..]));
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BorrowedRecord<'a> {
+    /// An explicit partition; `None` lets the partitioner choose.
+    pub partition: Option<i32>,
+    /// Key; `None` is a null key (sticky partitioning).
+    pub key: Option<&'a [u8]>,
+    /// Value; `None` is a null value (a tombstone).
+    pub value: Option<&'a [u8]>,
+    /// Headers, in order.
+    pub headers: &'a [Header],
+    /// Create time in ms since the epoch; `None` stamps the time of the call.
+    pub timestamp: Option<i64>,
+}
+
+impl<'a> BorrowedRecord<'a> {
+    /// A record with this value and no key or headers.
+    pub fn new(value: &'a [u8]) -> BorrowedRecord<'a> {
+        BorrowedRecord { value: Some(value), ..BorrowedRecord::default() }
+    }
+
+    /// Sets the key.
+    pub fn key(mut self, key: &'a [u8]) -> BorrowedRecord<'a> {
+        self.key = Some(key);
+        self
+    }
+
+    /// Sends to this partition.
+    pub fn partition(mut self, partition: i32) -> BorrowedRecord<'a> {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Sets the create time.
+    pub fn timestamp(mut self, timestamp_ms: i64) -> BorrowedRecord<'a> {
+        self.timestamp = Some(timestamp_ms);
+        self
+    }
+
+    /// Sets the headers.
+    pub fn headers(mut self, headers: &'a [Header]) -> BorrowedRecord<'a> {
+        self.headers = headers;
+        self
+    }
+}
+
 /// Where an acknowledged record was written.
 ///
 /// ```

@@ -14,6 +14,25 @@ use super::record::RecordHeader;
 use super::varint::{put_varint, put_varlong, varint_len, varlong_len};
 use super::{NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
 
+/// A record header as the builder reads it: its key and nullable value, borrowed, so
+/// headers held in any form are written without being converted first.
+pub trait HeaderParts {
+    /// The header's key (UTF-8 by contract).
+    fn key(&self) -> &[u8];
+    /// The header's value; `None` is a null value.
+    fn value(&self) -> Option<&[u8]>;
+}
+
+impl HeaderParts for RecordHeader {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.value.as_deref()
+    }
+}
+
 /// A record to append to a [`RecordBatchBuilder`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NewRecord {
@@ -186,18 +205,31 @@ impl RecordBatchBuilder {
 
     /// Appends a record at the next offset and returns that offset.
     pub fn append(&mut self, record: &NewRecord) -> Result<i64, RecordsError> {
+        self.append_parts(record.timestamp, record.key.as_deref(), record.value.as_deref(), &record.headers)
+    }
+
+    /// Appends a record given as borrowed parts, which it copies into the batch: what
+    /// [`RecordBatchBuilder::append`] does, for a caller whose bytes are not `Bytes`
+    /// (a producer copying from the application's own buffers). Returns the record's
+    /// absolute offset.
+    pub fn append_parts<H: HeaderParts>(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[H],
+    ) -> Result<i64, RecordsError> {
         let offset_delta = self.count;
         let next_count = self.count.checked_add(1).ok_or(RecordsError::BatchTooLarge)?;
-        let base_timestamp = *self.base_timestamp.get_or_insert(record.timestamp);
-        let timestamp_delta =
-            record.timestamp.checked_sub(base_timestamp).ok_or(RecordsError::BatchTooLarge)?;
+        let base_timestamp = *self.base_timestamp.get_or_insert(timestamp);
+        let timestamp_delta = timestamp.checked_sub(base_timestamp).ok_or(RecordsError::BatchTooLarge)?;
         // The body's length comes first, so it is computed before writing the body
         // straight into the batch (no per-record buffer).
         let mut body_len = 1 + varlong_len(timestamp_delta) + varint_len(offset_delta);
-        body_len += nullable_len(record.key.as_deref())? + nullable_len(record.value.as_deref())?;
-        body_len += varint_len(to_i32(record.headers.len())?);
-        for header in &record.headers {
-            body_len += nullable_len(Some(&header.key))? + nullable_len(header.value.as_deref())?;
+        body_len += nullable_len(key)? + nullable_len(value)?;
+        body_len += varint_len(to_i32(headers.len())?);
+        for header in headers {
+            body_len += nullable_len(Some(header.key()))? + nullable_len(header.value())?;
         }
         let body_len = to_i32(body_len)?;
         let start = self.records.len();
@@ -207,16 +239,15 @@ impl RecordBatchBuilder {
         out.push(0); // record attributes
         put_varlong(out, timestamp_delta);
         put_varint(out, offset_delta);
-        put_nullable(out, record.key.as_deref())?;
-        put_nullable(out, record.value.as_deref())?;
-        put_varint(out, to_i32(record.headers.len())?);
-        for header in &record.headers {
-            put_nullable(out, Some(&header.key))?;
-            put_nullable(out, header.value.as_deref())?;
+        put_nullable(out, key)?;
+        put_nullable(out, value)?;
+        put_varint(out, to_i32(headers.len())?);
+        for header in headers {
+            put_nullable(out, Some(header.key()))?;
+            put_nullable(out, header.value())?;
         }
         debug_assert_eq!(out.len() - start, varint_len(body_len) + body_len as usize);
-        self.max_timestamp =
-            if self.count == 0 { record.timestamp } else { self.max_timestamp.max(record.timestamp) };
+        self.max_timestamp = if self.count == 0 { timestamp } else { self.max_timestamp.max(timestamp) };
         self.count = next_count;
         if self.records.len() - self.crc_done >= CRC_STEP && self.compression == Compression::None {
             self.fold_crc();
@@ -335,6 +366,7 @@ fn write_header(buf: &mut [u8], b: &HeaderFields, batch_length: i32, attributes:
 }
 
 /// Encoded size of a nullable varint-prefixed field.
+#[inline]
 fn nullable_len(field: Option<&[u8]>) -> Result<usize, RecordsError> {
     Ok(match field {
         None => varint_len(-1),
@@ -342,10 +374,12 @@ fn nullable_len(field: Option<&[u8]>) -> Result<usize, RecordsError> {
     })
 }
 
+#[inline]
 fn to_i32(len: usize) -> Result<i32, RecordsError> {
     i32::try_from(len).map_err(|_| RecordsError::BatchTooLarge)
 }
 
+#[inline]
 fn put_nullable(out: &mut Vec<u8>, field: Option<&[u8]>) -> Result<(), RecordsError> {
     match field {
         None => put_varint(out, -1),

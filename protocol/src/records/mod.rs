@@ -51,7 +51,7 @@ pub use batch::{
     valid_batches_len, RecordBatch, RecordBatchHeader, RecordBatchMut, RecordBatches, TimestampType,
     BATCH_HEADER_SIZE, CRC_OFFSET, CRC_START, LOG_OVERHEAD, MAGIC_V2,
 };
-pub use builder::{NewRecord, RecordBatchBuilder};
+pub use builder::{HeaderParts, NewRecord, RecordBatchBuilder};
 pub use compression::{
     compress, compress_at, decompress, describe_levels, level_allowed, Compression, SnappyFormat,
     GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS,

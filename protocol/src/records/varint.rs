@@ -38,6 +38,7 @@ pub fn read_varlong(buf: &mut &[u8]) -> Result<i64, RecordsError> {
 }
 
 /// Appends `value` as unsigned LEB128.
+#[inline]
 fn put_unsigned(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
@@ -47,25 +48,30 @@ fn put_unsigned(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// Appends a zigzag-encoded 32-bit varint.
+#[inline]
 pub fn put_varint(out: &mut Vec<u8>, value: i32) {
     put_unsigned(out, u64::from(((value << 1) ^ (value >> 31)) as u32));
 }
 
 /// Appends a zigzag-encoded 64-bit varlong.
+#[inline]
 pub fn put_varlong(out: &mut Vec<u8>, value: i64) {
     put_unsigned(out, ((value << 1) ^ (value >> 63)) as u64);
 }
 
 /// Encoded size of a zigzag varint, for sizing records before writing them.
+#[inline]
 pub fn varint_len(value: i32) -> usize {
     unsigned_len(u64::from(((value << 1) ^ (value >> 31)) as u32))
 }
 
 /// Encoded size of a zigzag varlong.
+#[inline]
 pub fn varlong_len(value: i64) -> usize {
     unsigned_len(((value << 1) ^ (value >> 63)) as u64)
 }
 
+#[inline]
 fn unsigned_len(value: u64) -> usize {
     let bits = 64 - (value | 1).leading_zeros() as usize;
     bits.div_ceil(7)
