@@ -12,12 +12,15 @@
 //! watermark (waking parked consumer fetches and delayed `acks=all` produces) and may
 //! propose an ISR expansion. With `LastFetchedEpoch` (v12+) the leader first checks the
 //! follower's log against its own and answers a `DivergingEpoch` instead of data when
-//! they differ, so the follower truncates before it appends.
+//! they differ, so the follower truncates before it appends. A partition refused with
+//! NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader, and from v16
+//! the answer carries that leader's endpoint (KIP-951, [`super::leader_discovery`]).
 //!
 //! Fetch sessions (KIP-227): a request naming a session (a consumer's or a follower's)
 //! is turned into the full request the session stands for, answered as any other, and
 //! the answer cut down to what changed (`crate::fetch_session`).
 
+use super::leader_discovery::{self, names_leader, node_endpoints};
 use crate::broker::{unhosted_error, Broker};
 use crate::errors::storage_error_code;
 use crate::fetch_session::SessionPlan;
@@ -28,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::fetch::{
     AbortedTransaction, EpochEndOffset, FetchPartition, FetchRequest, FetchResponse, FetchableTopicResponse,
-    LeaderIdAndEpoch, PartitionData,
+    LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use strata_protocol::records::RecordSet;
 use strata_protocol::ErrorCode;
@@ -56,7 +59,7 @@ pub async fn handle(
 ) -> FetchResponse {
     let follower =
         if version >= 15 { request.replica_state.replica_id >= 0 } else { request.replica_id >= 0 };
-    match broker.fetch_sessions.begin(version, &request, follower) {
+    let mut response = match broker.fetch_sessions.begin(version, &request, follower) {
         SessionPlan::Sessionless => fetch(broker, version, request, listener).await,
         SessionPlan::Refuse(code) => {
             FetchResponse { error_code: code.code(), session_id: 0, ..Default::default() }
@@ -71,7 +74,17 @@ pub async fn handle(
             broker.fetch_sessions.finish(id, version, &mut response, true);
             response
         }
+    };
+    if version >= 16 {
+        // KIP-951: the endpoints of the leaders the refused partitions name.
+        let leaders = response.responses.iter().flat_map(|t| &t.partitions);
+        let leaders = leaders.filter(|pd| names_leader(pd.error_code)).map(|pd| pd.current_leader.leader_id);
+        response.node_endpoints =
+            node_endpoints(&broker.metadata.current(), listener, leaders, |node_id, host, port, rack| {
+                NodeEndpoint { node_id, host, port, rack }
+            });
     }
+    response
 }
 
 /// Answers `request` in full: every partition it names.
@@ -245,10 +258,8 @@ fn stores_zstd(broker: &Broker, image: &MetadataImage, topic: &str) -> bool {
 /// The leader the metadata names for a partition (tagged `CurrentLeader`, v12+), so a
 /// client refreshes without another Metadata round.
 fn current_leader(image: &MetadataImage, topic: &str, partition: i32) -> LeaderIdAndEpoch {
-    match image.partition(topic, partition) {
-        Some(p) => LeaderIdAndEpoch { leader_id: p.leader, leader_epoch: p.leader_epoch },
-        None => LeaderIdAndEpoch::default(),
-    }
+    let (leader_id, leader_epoch) = leader_discovery::current_leader(image, topic, partition);
+    LeaderIdAndEpoch { leader_id, leader_epoch }
 }
 
 /// Reads one partition this broker leads (or follows, for a consumer that may read

@@ -17,6 +17,7 @@ mod find_coordinator;
 pub mod forward;
 mod groups;
 mod init_producer_id;
+mod leader_discovery;
 mod list_offsets;
 mod metadata;
 mod offset_for_leader_epoch;
@@ -139,7 +140,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
     let response: ResponseBody = match body {
         RequestBody::ApiVersions(r) => api_versions::handle(SERVED, version, r).into(),
         RequestBody::Metadata(r) => metadata::handle(broker, version, r, ctx).await.into(),
-        RequestBody::Produce(r) => match produce::handle(broker, version, r).await {
+        RequestBody::Produce(r) => match produce::handle(broker, version, r, &ctx.listener).await {
             produce::Reply::Respond(resp) => resp.into(),
             produce::Reply::Later(wait) => {
                 let correlation_id = header.correlation_id;

@@ -11,16 +11,22 @@
 //!   below the minimum meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved, or
 //!   REQUEST_TIMED_OUT at the request's `timeout_ms`. With an ISR of one the high
 //!   watermark reaches the batch at once and nothing waits.
+//!
+//! From v10 a partition refused with NOT_LEADER_OR_FOLLOWER names the current leader and
+//! the answer carries its endpoint on the request's listener (KIP-951,
+//! [`super::leader_discovery`]), so the producer moves there without a Metadata round.
 
+use super::leader_discovery::{current_leader, names_leader, node_endpoints};
 use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::errors::storage_error_code;
+use crate::metadata::MetadataImage;
 use crate::txn::{verification_error_for_client, TopicPartition};
 use std::collections::HashMap;
 use std::sync::Arc;
 use strata_protocol::messages::produce::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceRequest, ProduceResponse,
-    TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceRequest,
+    ProduceResponse, TopicProduceResponse,
 };
 use strata_protocol::records::{Compression, RecordBatch, RecordBatches};
 use strata_protocol::ErrorCode;
@@ -40,8 +46,13 @@ pub enum Reply {
     Close,
 }
 
-/// Handles a Produce request.
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Reply {
+/// Handles a Produce request that came in on `listener`.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: ProduceRequest,
+    listener: &Arc<str>,
+) -> Reply {
     let acks = request.acks;
     let refuse = if version < 3 {
         Some((ErrorCode::UnsupportedVersion, "Produce v0-2 are not supported; use v3 or later"))
@@ -106,8 +117,9 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         return if any_error { Reply::Close } else { Reply::Nothing };
     }
     if delayed.is_empty() {
-        return Reply::Respond(ProduceResponse { responses, ..Default::default() });
+        return Reply::Respond(answer(&image, version, listener, responses));
     }
+    let (broker, listener) = (broker.clone(), listener.clone());
     Reply::Later(Box::pin(async move {
         for (t, p, wait) in delayed {
             if let Err((code, message)) = wait.complete(deadline).await {
@@ -119,8 +131,36 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                 }
             }
         }
-        ProduceResponse { responses, ..Default::default() }
+        answer(&broker.metadata.current(), version, &listener, responses)
     }))
+}
+
+/// The response: from v10, each partition refused for leadership names the leader the
+/// metadata knows, and the answer carries the endpoints of those leaders (KIP-951).
+fn answer(
+    image: &MetadataImage,
+    version: i16,
+    listener: &str,
+    mut responses: Vec<TopicProduceResponse>,
+) -> ProduceResponse {
+    if version < 10 {
+        return ProduceResponse { responses, ..Default::default() };
+    }
+    let mut leaders = Vec::new();
+    for t in &mut responses {
+        for r in t.partition_responses.iter_mut().filter(|r| names_leader(r.error_code)) {
+            let (leader_id, leader_epoch) = current_leader(image, &t.name, r.index);
+            r.current_leader = LeaderIdAndEpoch { leader_id, leader_epoch };
+            leaders.push(leader_id);
+        }
+    }
+    let node_endpoints = node_endpoints(image, listener, leaders, |node_id, host, port, rack| NodeEndpoint {
+        node_id,
+        host,
+        port,
+        rack,
+    });
+    ProduceResponse { responses, node_endpoints, ..Default::default() }
 }
 
 /// The codec of the first batch of a Produce request's records, read from its header
