@@ -7,7 +7,7 @@ use crate::config::ClientConfig;
 use crate::connection::pool::Pool;
 use crate::connection::Connection;
 use crate::error::{refreshes_coordinator, Error, Result};
-use crate::metadata::{BrokerAddress, Cluster};
+use crate::metadata::{BrokerAddress, Cluster, LeaderHint};
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -87,6 +87,27 @@ impl Client {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::Release);
         self.inner.pool.close_all();
+    }
+
+    /// Moves partitions to the leaders Produce or Fetch answers named (KIP-951) without a
+    /// Metadata request, as [`Cluster::with_leaders`] applies them, and returns the
+    /// positions in `hints` of those that applied: the rest still need a refresh.
+    pub fn update_leaders(&self, hints: &[LeaderHint], endpoints: &[BrokerAddress]) -> Vec<usize> {
+        if hints.is_empty() {
+            return Vec::new();
+        }
+        let mut applied = Vec::new();
+        self.inner.cluster.rcu(|current| match current.with_leaders(hints, endpoints) {
+            Some((next, a)) => {
+                applied = a;
+                Arc::new(next)
+            }
+            None => {
+                applied.clear();
+                current.clone()
+            }
+        });
+        applied
     }
 
     /// Describes `topics` (none: only the brokers) and merges them into the view.

@@ -35,6 +35,6 @@ pub mod types;
 pub use client::{Client, CoordinatorKind};
 pub use config::ClientConfig;
 pub use error::{Error, Result};
-pub use metadata::{BrokerAddress, Cluster, PartitionInfo, TopicInfo};
+pub use metadata::{BrokerAddress, Cluster, LeaderHint, PartitionInfo, TopicInfo};
 pub use strata_protocol::ErrorCode;
 pub use types::{ConsumerGroupMetadata, Header, IsolationLevel, OffsetAndMetadata, TopicPartition};

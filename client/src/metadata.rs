@@ -22,6 +22,11 @@ pub struct BrokerAddress {
     pub rack: Option<String>,
 }
 
+/// A broker's address from the parts of a `NodeEndpoint` (Produce v10+, Fetch v16+).
+pub(crate) fn broker_address(id: i32, host: &str, port: i32, rack: &Option<String>) -> BrokerAddress {
+    BrokerAddress { id, host: host.to_string(), port, rack: rack.clone() }
+}
+
 impl BrokerAddress {
     /// host:port, as connections are made.
     pub fn addr(&self) -> String {
@@ -161,6 +166,63 @@ impl Cluster {
     }
 }
 
+/// A partition's leader as a Produce or Fetch answer named it (`CurrentLeader`,
+/// KIP-951), so the client moves there without waiting for a Metadata round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderHint {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// The leader's node id.
+    pub leader: i32,
+    /// Its leader epoch.
+    pub leader_epoch: i32,
+}
+
+impl Cluster {
+    /// This snapshot with the leaders Produce or Fetch answers named and the broker
+    /// endpoints those answers carried (KIP-951), applied as Kafka's clients apply them: a
+    /// partition moves only to a newer leader epoch than the one known (or when none is
+    /// known), and only to a broker whose address is known, here or in `endpoints`.
+    /// Returns the new snapshot with the positions in `hints` of those it applied, or
+    /// `None` when none applies.
+    pub fn with_leaders(
+        &self,
+        hints: &[LeaderHint],
+        endpoints: &[BrokerAddress],
+    ) -> Option<(Cluster, Vec<usize>)> {
+        let mut next: Option<Cluster> = None;
+        let mut applied = Vec::new();
+        for (i, h) in hints.iter().enumerate() {
+            // Judged against what earlier hints made of the snapshot, so of two hints for
+            // one partition the newer wins whatever their order.
+            let current = next.as_ref().unwrap_or(self);
+            let Some(known) = current.partition(&h.topic, h.partition) else { continue };
+            let newer = known.leader_epoch < 0 || h.leader_epoch > known.leader_epoch;
+            let reachable =
+                current.brokers.contains_key(&h.leader) || endpoints.iter().any(|e| e.id == h.leader);
+            if h.leader < 0 || !newer || !reachable {
+                continue;
+            }
+            let c = next.get_or_insert_with(|| self.clone());
+            let topic = c.topics.get_mut(&h.topic).map(Arc::make_mut);
+            if let Some(p) = topic.and_then(|t| t.partitions.iter_mut().find(|p| p.partition == h.partition))
+            {
+                p.leader = h.leader;
+                p.leader_epoch = h.leader_epoch;
+                p.error = None;
+                applied.push(i);
+            }
+        }
+        let mut next = next?;
+        for e in endpoints {
+            next.brokers.insert(e.id, e.clone());
+        }
+        Some((next, applied))
+    }
+}
+
 fn code(c: i16) -> Option<ErrorCode> {
     (c != 0).then(|| ErrorCode::from_code(c).unwrap_or(ErrorCode::UnknownServerError))
 }
@@ -195,6 +257,31 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    fn hint(partition: i32, leader: i32, leader_epoch: i32) -> LeaderHint {
+        LeaderHint { topic: "a".into(), partition, leader, leader_epoch }
+    }
+
+    #[test]
+    fn named_leaders_apply_only_with_a_newer_epoch_and_a_known_address() {
+        let now = Instant::now();
+        let c = Cluster::default().merged(&response(&[("a", 3)]), true, now);
+        let two = BrokerAddress { id: 2, host: "h2".into(), port: 10, rack: None };
+        // Epoch 3 is known: an equal or older epoch is stale, an unknown broker unreachable.
+        assert!(c.with_leaders(&[hint(0, 1, 3), hint(1, 1, 2), hint(2, 7, 9)], &[]).is_none());
+        assert!(c.with_leaders(&[hint(0, 2, 4)], &[]).is_none(), "no address for broker 2");
+        let hints = [hint(0, 2, 4), hint(1, 1, 3), hint(9, 2, 4), hint(2, 2, 5)];
+        let (moved, applied) = c.with_leaders(&hints, std::slice::from_ref(&two)).expect("some apply");
+        assert_eq!(applied, vec![0, 3]);
+        assert_eq!(moved.leader("a", 0), Some(&two));
+        assert_eq!(moved.partition("a", 0).map(|p| p.leader_epoch), Some(4));
+        assert_eq!(moved.partition("a", 2).map(|p| (p.leader, p.leader_epoch)), Some((2, 5)));
+        assert_eq!(moved.partition("a", 1).map(|p| (p.leader, p.leader_epoch)), Some((1, 3)), "untouched");
+        assert_eq!(c.partition("a", 0).map(|p| p.leader), Some(1), "the old snapshot is unchanged");
+        // Two hints for one partition: the newer wins whatever the order.
+        let (moved, _) = c.with_leaders(&[hint(0, 2, 6), hint(0, 1, 5)], &[two]).expect("applies");
+        assert_eq!(moved.partition("a", 0).map(|p| (p.leader, p.leader_epoch)), Some((2, 6)));
     }
 
     #[test]

@@ -5,12 +5,18 @@ NOT_LEADER_OR_FOLLOWER naming the current leader and its epoch, and the answer c
 leader's endpoint on the listener the request came in on (`NodeEndpoints`), as Kafka's brokers
 answer; a Fetch v16 to a broker without the partition does the same; older versions carry no
 endpoints (Produce v9, Fetch v15: the fields do not exist there), and answers without a leadership
-error carry none either.
+error carry none either. The Rust client's producer and consumer (`strata produce`, `strata
+consume`), still at a partition's old leader after a preferred-leader election, move to the leader
+the refusals name and deliver and read there without a single Metadata request reaching any broker.
 """
 
 from __future__ import annotations
 
+import json
+import signal
 import struct
+import subprocess
+import urllib.request
 import uuid
 
 import pytest
@@ -18,6 +24,8 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import wire
+from broker import free_port, strata_bin
+from util import wait_until
 from wire import Reader, compact_string, i8, i16, i32, i64, uvarint
 
 pytestmark = pytest.mark.timeout(180)
@@ -181,3 +189,80 @@ def test_refused_produce_and_fetch_name_the_leader_and_its_endpoint(cluster_fact
     with wire.Conn(c.nodes[leader].port) as conn:
         error, current, endpoints = fetch(conn, 16, tid, 0)
         assert (error, current, endpoints) == (0, None, [])
+
+
+def metadata_requests(port: int) -> float:
+    """Metadata requests a node has handled, from its Prometheus metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        lines = r.read().decode().splitlines()
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines
+               if ln.startswith("kafka_network_requestmetrics_requests") and 'request="Metadata"' in ln)
+
+
+def partition_tool(bootstrap: str, *args: str):
+    p = subprocess.run([str(strata_bin()), "partition", *args, "-b", bootstrap, "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"strata partition {' '.join(args)}: {p.stdout}\n{p.stderr}"
+    return json.loads(p.stdout)
+
+
+def test_the_rust_clients_move_to_the_named_leader_without_a_metadata_request(cluster_factory):
+    # No automatic rebalance: the election below is the only leadership change.
+    c = cluster_factory(size=3, start=False, overrides={"auto.leader.rebalance.enable": "false"})
+    ports = [free_port() for _ in c.nodes]
+    for n, port in zip(c.nodes, ports):
+        n.overrides["metrics.listener"] = f"http://127.0.0.1:{port}"
+    c.start()
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic("moving", 1, 3)])["moving"].result(timeout=30)
+    meta = c.wait_isr("moving", 0, {0, 1, 2})
+    old = meta.leader
+    new, third = [r for r in meta.replicas if r != old]
+    producer = subprocess.Popen(
+        [str(strata_bin()), "produce", "moving", "-b", c.bootstrap, "--acks", "all", "-X", "linger.ms=0"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        producer.stdin.write("one\n")
+        producer.stdin.flush()
+        with wire.Conn(c.nodes[old].port) as conn:
+            def delivered():
+                # ListOffsets v1, latest: the high watermark.
+                body = i32(-1) + i32(1) + wire.string("moving") + i32(1) + i32(0) + i64(-1)
+                r = Reader(conn.request(2, 1, body))
+                r.i32(), r.string(), r.i32(), r.i32(), r.i16(), r.i64()
+                return r.i64() == 1
+            wait_until(delivered, 30, "the first record acknowledged")
+        consumer = subprocess.Popen(
+            [str(strata_bin()), "consume", "moving", "-b", c.bootstrap, "--offset", "beginning", "-n", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert consumer.stdout.readline() == "one\n", "the consumer reads from the old leader first"
+        # Held still while leadership moves, so it meets the move only after the count below.
+        consumer.send_signal(signal.SIGSTOP)
+        # The leadership moves to the next replica: a reorder, then a preferred election.
+        moved = partition_tool(c.bootstrap, "reassign", f"moving:0={new},{old},{third}", "--wait")
+        assert [m["error"] for m in moved] == [None], moved
+        elected = partition_tool(c.bootstrap, "elect-leaders", "moving")
+        assert [e["error"] for e in elected] == [None], elected
+        wait_until(lambda: all(c.partition("moving", 0, via=i).leader == new for i in range(3)), 30,
+                   f"every node knowing node {new} leads")
+        before = [metadata_requests(p) for p in ports]
+        consumer.send_signal(signal.SIGCONT)
+        # The producer still believes the old leader: its send is refused there, naming the new one.
+        producer.stdin.write("two\n")
+        producer.stdin.close()
+        assert producer.wait(timeout=60) == 0, producer.stderr.read()
+        # The consumer's fetch at the old leader carries the old epoch: FENCED_LEADER_EPOCH,
+        # naming the new leader, where it reads the second record.
+        assert consumer.stdout.readline() == "two\n"
+        assert consumer.wait(timeout=60) == 0, consumer.stderr.read()
+        after = [metadata_requests(p) for p in ports]
+        assert after == before, f"Metadata requests during the move: {before} -> {after}"
+    finally:
+        for p in (producer, locals().get("consumer")):
+            if p is not None and p.poll() is None:
+                p.kill()
+    with wire.Conn(c.nodes[new].port) as conn:
+        body = i32(-1) + i32(1) + wire.string("moving") + i32(1) + i32(0) + i64(-1)
+        r = Reader(conn.request(2, 1, body))
+        r.i32(), r.string(), r.i32(), r.i32()
+        assert (r.i16(), r.i64(), r.i64()) == (0, -1, 2), "both records on the new leader"

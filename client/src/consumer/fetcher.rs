@@ -11,7 +11,7 @@ use super::record::{decode, DecodeOptions, Decoded};
 use crate::client::Client;
 use crate::connection::Response;
 use crate::error::{Error, Result};
-use crate::metadata::Cluster;
+use crate::metadata::{Cluster, LeaderHint};
 use crate::types::TopicPartition;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -199,8 +199,9 @@ pub(crate) enum PartitionResult {
     /// The records read, and the partition's end as the broker reported it: the high
     /// watermark, or the last stable offset under `read_committed`.
     Records(Decoded, i64),
-    /// The leader moved or the metadata is stale: refresh, then fetch again.
-    RefreshMetadata,
+    /// The leader moved or the metadata is stale: move to the leader the answer named
+    /// (KIP-951), if it named one, else refresh; then fetch again.
+    RefreshMetadata(Option<LeaderHint>),
     /// The position is outside the log: reset it by `auto.offset.reset`.
     OutOfRange,
     /// The leader sends this partition's reads to another replica (KIP-392).
@@ -246,7 +247,15 @@ pub(crate) fn results(
                     }
                 }
                 ErrorCode::OffsetOutOfRange => PartitionResult::OutOfRange,
-                code if crate::error::refreshes_metadata(code) => PartitionResult::RefreshMetadata,
+                code if crate::error::refreshes_metadata(code) => {
+                    let named = p.current_leader.leader_id >= 0;
+                    PartitionResult::RefreshMetadata(named.then(|| LeaderHint {
+                        topic: name.clone(),
+                        partition: p.partition_index,
+                        leader: p.current_leader.leader_id,
+                        leader_epoch: p.current_leader.leader_epoch,
+                    }))
+                }
                 code => PartitionResult::Failed(Error::kafka(code)),
             };
             out.push((tp, offset, result));
@@ -260,7 +269,7 @@ mod tests {
     use super::*;
     use crate::types::IsolationLevel;
     use bytes::Bytes;
-    use strata_protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
+    use strata_protocol::messages::fetch::{FetchableTopicResponse, LeaderIdAndEpoch, PartitionData};
     use strata_protocol::records::{NewRecord, RecordBatchBuilder, RecordSet};
 
     fn options() -> DecodeOptions {
@@ -292,7 +301,10 @@ mod tests {
                 partitions: vec![
                     partition(0, ErrorCode::None, Some(b.build().expect("batch"))),
                     partition(1, ErrorCode::NotLeaderOrFollower, None),
-                    partition(2, ErrorCode::FencedLeaderEpoch, None),
+                    PartitionData {
+                        current_leader: LeaderIdAndEpoch { leader_id: 3, leader_epoch: 7 },
+                        ..partition(2, ErrorCode::FencedLeaderEpoch, None)
+                    },
                     partition(3, ErrorCode::OffsetOutOfRange, None),
                     partition(4, ErrorCode::TopicAuthorizationFailed, None),
                     partition(9, ErrorCode::None, None),
@@ -314,8 +326,9 @@ mod tests {
             matches!(&results[0].2, PartitionResult::Records(d, _) if d.records.len() == 1 && d.next_offset == 6)
         );
         assert_eq!(&*results[0].0.topic, "t");
-        assert!(matches!(results[1].2, PartitionResult::RefreshMetadata));
-        assert!(matches!(results[2].2, PartitionResult::RefreshMetadata));
+        assert!(matches!(results[1].2, PartitionResult::RefreshMetadata(None)));
+        let named = LeaderHint { topic: "t".into(), partition: 2, leader: 3, leader_epoch: 7 };
+        assert!(matches!(&results[2].2, PartitionResult::RefreshMetadata(Some(h)) if *h == named));
         assert!(matches!(results[3].2, PartitionResult::OutOfRange));
         assert!(
             matches!(&results[4].2, PartitionResult::Failed(e) if e.code() == Some(ErrorCode::TopicAuthorizationFailed))

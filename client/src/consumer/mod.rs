@@ -44,6 +44,7 @@ pub use record::ConsumerRecord;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::metadata::broker_address;
 use crate::types::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
 use coordinator::Group;
 use fetcher::{BrokerSession, FetchLimits, FetchOutcome, PartitionResult};
@@ -536,6 +537,7 @@ impl Consumer {
             check_crcs: self.config.check_crcs,
             max_uncompressed_bytes: (self.config.fetch_max_bytes.max(1) as usize).saturating_mul(4),
         };
+        let mut hints = Vec::new();
         for (tp, offset, result) in fetcher::results(&outcome, options) {
             // A seek, a reset or a revocation since the fetch was sent: drop the answer.
             if self.positions.position(&tp) != Some(offset) {
@@ -559,7 +561,8 @@ impl Consumer {
                     let until = Instant::now() + self.config.client.metadata_max_age;
                     self.read_from.insert(tp, (node, until));
                 }
-                PartitionResult::RefreshMetadata => self.refresh_metadata = true,
+                PartitionResult::RefreshMetadata(Some(hint)) => hints.push(hint),
+                PartitionResult::RefreshMetadata(None) => self.refresh_metadata = true,
                 PartitionResult::OutOfRange => match self.config.auto_offset_reset {
                     OffsetReset::None => {
                         return Err(Error::state(format!(
@@ -574,6 +577,23 @@ impl Consumer {
                     }
                     tracing::debug!(partition = %tp, error = %e, "partition fetch failed");
                 }
+            }
+        }
+        if !hints.is_empty() {
+            // KIP-951: the next fetch goes to the leaders the answer named; a Metadata
+            // round only if one of them does not apply (stale, or of unknown address).
+            let endpoints: Vec<_> = outcome
+                .result
+                .as_ref()
+                .map(|r| {
+                    r.node_endpoints
+                        .iter()
+                        .map(|e| broker_address(e.node_id, &e.host, e.port, &e.rack))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if self.client.update_leaders(&hints, &endpoints).len() < hints.len() {
+                self.refresh_metadata = true;
             }
         }
         Ok(())

@@ -17,6 +17,7 @@ use super::idempotence::{judge, ProducerIdAndEpoch, Verdict};
 use super::{Shared, State};
 use crate::connection::Response;
 use crate::error::{Error, Result};
+use crate::metadata::{broker_address, LeaderHint};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
@@ -412,6 +413,8 @@ fn on_answer(shared: &Arc<Shared>, node: i32, batches: Vec<ProducerBatch>, answe
     {
         let st = &mut *guard;
         release_request(st, node);
+        // Leaders the answer named for refused partitions (KIP-951), with their topics.
+        let mut hints: Vec<(Arc<str>, LeaderHint)> = Vec::new();
         for mut b in batches {
             let (verdict, offsets) = match &answer {
                 Ok(r) => {
@@ -438,7 +441,17 @@ fn on_answer(shared: &Arc<Shared>, node: i32, batches: Vec<ProducerBatch>, answe
                                 v => v,
                             };
                             if crate::error::refreshes_metadata(code) {
-                                st.refresh.insert(b.topic.clone());
+                                if p.current_leader.leader_id >= 0 {
+                                    let hint = LeaderHint {
+                                        topic: b.topic.to_string(),
+                                        partition: b.partition,
+                                        leader: p.current_leader.leader_id,
+                                        leader_epoch: p.current_leader.leader_epoch,
+                                    };
+                                    hints.push((b.topic.clone(), hint));
+                                } else {
+                                    st.refresh.insert(b.topic.clone());
+                                }
                             }
                             (verdict, (p.base_offset, p.log_append_time_ms))
                         }
@@ -515,6 +528,25 @@ fn on_answer(shared: &Arc<Shared>, node: i32, batches: Vec<ProducerBatch>, answe
                     };
                     shared.metrics.batches_failed.fetch_add(1, Ordering::Relaxed);
                     finish_later(st, b, Err(e), &mut wakeups);
+                }
+            }
+        }
+        if !hints.is_empty() {
+            // Retried batches go to the named leaders; only topics whose hint does not
+            // apply (stale, or a broker of unknown address) wait for a Metadata round.
+            let endpoints = match &answer {
+                Ok(r) => r
+                    .node_endpoints
+                    .iter()
+                    .map(|e| broker_address(e.node_id, &e.host, e.port, &e.rack))
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            let only: Vec<LeaderHint> = hints.iter().map(|(_, h)| h.clone()).collect();
+            let applied = shared.client.update_leaders(&only, &endpoints);
+            for (i, (topic, _)) in hints.into_iter().enumerate() {
+                if !applied.contains(&i) {
+                    st.refresh.insert(topic);
                 }
             }
         }
