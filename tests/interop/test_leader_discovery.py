@@ -158,8 +158,14 @@ def test_refused_produce_and_fetch_name_the_leader_and_its_endpoint(cluster_fact
     c = cluster_factory(size=3)
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     admin.create_topics([NewTopic("kip951", 1, 2)])["kip951"].result(timeout=30)
+    # A partition just created may be named before its leader is (leader -1); wait until
+    # every replica is in sync and every node names the same leader.
     meta = c.partition("kip951", 0)
+    meta = c.wait_isr("kip951", 0, set(meta.replicas))
     leader = meta.leader
+    for node in range(3):
+        c.wait_isr("kip951", 0, set(meta.replicas), via=node)
+        wait_until(lambda: c.partition("kip951", 0, via=node).leader == leader, 30, f"node {node} names leader {leader}")
     follower = next(r for r in meta.replicas if r != leader)
     outsider = next(n for n in range(3) if n not in meta.replicas)
     leader_endpoint = (leader, "127.0.0.1", c.nodes[leader].port, None)
