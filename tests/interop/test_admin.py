@@ -182,6 +182,29 @@ def test_a_listeners_own_connection_limit_is_described_as_a_broker_config_from_t
     assert entry.source == ConfigSource.STATIC_BROKER_CONFIG.value, entry
 
 
+def test_rack_and_replica_selector_are_described_as_static_broker_configs_null_when_unset(broker_factory):
+    # librdkafka's 0101 (fetch from follower) reads each broker's rack this way.
+    selector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    racked = broker_factory({"broker.rack": "RACK0", "replica.selector.class": selector})
+    res = ConfigResource(ResourceType.BROKER, "0")
+    a = admin(racked)
+    cfg = a.describe_configs([res])[res].result(timeout=30)
+    for key, value in (("broker.rack", "RACK0"), ("replica.selector.class", selector)):
+        entry = cfg.get(key)
+        assert entry is not None, sorted(cfg)
+        assert entry.value == value and entry.is_read_only, entry
+        assert entry.source == ConfigSource.STATIC_BROKER_CONFIG.value, entry
+
+    plain = broker_factory()
+    a = admin(plain)
+    cfg = a.describe_configs([res])[res].result(timeout=30)
+    for key in ("broker.rack", "replica.selector.class"):
+        entry = cfg.get(key)
+        assert entry is not None and entry.value is None, entry
+        assert entry.is_default and entry.source == ConfigSource.DEFAULT_CONFIG.value, entry
+    assert cfg["replica.lag.time.max.ms"].value == "30000"
+
+
 def test_confluent_create_partitions(broker):
     a = admin(broker)
     topic = util.unique_topic("grow")

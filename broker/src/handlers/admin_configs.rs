@@ -26,27 +26,42 @@ use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 
-/// Broker keys described for a BROKER resource, with their defaults.
-const BROKER_KEYS: &[(&str, &str)] = &[
-    ("node.id", "0"),
-    ("listeners", "PLAINTEXT://127.0.0.1:9092"),
-    ("advertised.listeners", ""),
-    ("log.dirs", "./data"),
-    ("num.partitions", "1"),
-    ("default.replication.factor", "1"),
-    ("auto.create.topics.enable", "true"),
-    ("delete.topic.enable", "true"),
-    ("message.max.bytes", "1048588"),
-    ("socket.request.max.bytes", "104857600"),
-    ("log.retention.check.interval.ms", "300000"),
-    ("queued.max.requests", "500"),
-    ("queued.max.request.bytes", "268435456"),
-    ("max.connections", "2147483647"),
-    ("max.connections.per.ip", "2147483647"),
-    ("max.connections.per.ip.overrides", ""),
-    ("connections.max.idle.ms", "600000"),
-    ("socket.request.receive.timeout.ms", "60000"),
-    ("max.incremental.fetch.session.cache.slots", "1000"),
+/// Broker keys described for a BROKER resource, with their defaults (`None`: Kafka's
+/// default is null, as `broker.rack`'s; described with a null value while unset).
+const BROKER_KEYS: &[(&str, Option<&str>)] = &[
+    ("node.id", Some("0")),
+    ("listeners", Some("PLAINTEXT://127.0.0.1:9092")),
+    ("advertised.listeners", Some("")),
+    ("log.dirs", Some("./data")),
+    ("num.partitions", Some("1")),
+    ("default.replication.factor", Some("1")),
+    ("auto.create.topics.enable", Some("true")),
+    ("delete.topic.enable", Some("true")),
+    ("message.max.bytes", Some("1048588")),
+    ("socket.request.max.bytes", Some("104857600")),
+    ("log.retention.check.interval.ms", Some("300000")),
+    ("queued.max.requests", Some("500")),
+    ("queued.max.request.bytes", Some("268435456")),
+    ("max.connections", Some("2147483647")),
+    ("max.connections.per.ip", Some("2147483647")),
+    ("max.connections.per.ip.overrides", Some("")),
+    ("connections.max.idle.ms", Some("600000")),
+    ("socket.request.receive.timeout.ms", Some("60000")),
+    ("max.incremental.fetch.session.cache.slots", Some("1000")),
+    ("broker.rack", None),
+    ("process.roles", None),
+    ("controller.quorum.voters", Some("")),
+    ("controller.listener.names", None),
+    ("inter.broker.listener.name", None),
+    ("broker.heartbeat.interval.ms", Some("2000")),
+    ("broker.session.timeout.ms", Some("9000")),
+    ("replica.lag.time.max.ms", Some("30000")),
+    ("replica.fetch.max.bytes", Some("1048576")),
+    ("replica.fetch.min.bytes", Some("1")),
+    ("replica.fetch.wait.max.ms", Some("500")),
+    ("replica.selector.class", None),
+    ("auto.leader.rebalance.enable", Some("true")),
+    ("controlled.shutdown.enable", Some("true")),
 ];
 
 /// Handles DescribeConfigs.
@@ -85,9 +100,15 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                                 synonyms.push(synonym(name, &v, source as i8));
                             }
                         }
-                        result
-                            .configs
-                            .push(described(k.name, value, source, false, synonyms, k.kind, version));
+                        result.configs.push(described(
+                            k.name,
+                            Some(value),
+                            source,
+                            false,
+                            synonyms,
+                            k.kind,
+                            version,
+                        ));
                     }
                 }
                 BROKER => {
@@ -109,7 +130,7 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                             };
                             result.configs.push(described(
                                 name,
-                                value.clone(),
+                                Some(value.clone()),
                                 source,
                                 false,
                                 synonyms,
@@ -130,7 +151,11 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                         .into_iter()
                         .filter(|e| wanted(&e.name))
                         .map(|e| {
-                            let (value, source) = e.levels[0].clone();
+                            // No level: a key whose default is null, unset.
+                            let (value, source) = e
+                                .levels
+                                .first()
+                                .map_or((None, Source::Default), |(v, s)| (Some(v.clone()), *s));
                             let synonyms = if include_synonyms {
                                 e.levels.iter().map(|(v, s)| synonym(&e.name, v, *s as i8)).collect()
                             } else {
@@ -154,7 +179,8 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
 /// One key of a BROKER resource as DescribeConfigs shows it.
 struct BrokerEntry<'a> {
     name: Cow<'a, str>,
-    /// Its values, highest precedence first; the last is the default (if it has one).
+    /// Its values, highest precedence first; the last is the default (if it has one):
+    /// empty for a key with a null default that is not set.
     levels: Vec<(String, Source)>,
     kind: Kind,
     /// Whether IncrementalAlterConfigs may change it (the topic defaults).
@@ -169,7 +195,7 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
         .iter()
         .filter(|(k, _)| KEYS.iter().chain(CONNECTION_KEYS).all(|t| t.broker_key != *k))
         .map(|(k, d)| {
-            let mut levels = vec![(d.to_string(), Source::Default)];
+            let mut levels: Vec<_> = d.iter().map(|d| (d.to_string(), Source::Default)).collect();
             if let Some(v) = broker.config.raw.get(*k) {
                 levels.insert(0, (v.clone(), Source::StaticBroker));
             }
@@ -245,7 +271,7 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
 /// One described config; `config_type` only from v3, as Kafka answers.
 fn described(
     name: &str,
-    value: String,
+    value: Option<String>,
     source: Source,
     read_only: bool,
     synonyms: Vec<DescribeConfigsSynonym>,
@@ -254,7 +280,7 @@ fn described(
 ) -> DescribeConfigsResourceResult {
     DescribeConfigsResourceResult {
         name: name.to_string(),
-        value: Some(value),
+        value,
         read_only,
         is_default: source == Source::Default,
         config_source: source as i8,
