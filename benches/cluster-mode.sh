@@ -23,7 +23,7 @@
 # consumers; 3.5 % capped).
 #
 # Uses from compare.sh: NICE, STRATA, PERF, WORK, RUNS, DURATION, PRODUCE_OPTS, LATENCY_OPTS,
-# LATENCY_RATE, RECORD_SIZE, free_port, cpu_ticks, calc, log, median.
+# LATENCY_RATE, RECORD_SIZE, PAGE_CACHE_MB, free_port, cpu_ticks, cap_memory, calc, log, median.
 
 FOLLOW_MBPS=${FOLLOW_MBPS:-100}
 FOLLOW_RATE=$(( FOLLOW_MBPS * 1000000 / RECORD_SIZE ))
@@ -31,22 +31,6 @@ FOLLOW_PAGE_CACHE_MB=${FOLLOW_PAGE_CACHE_MB:-512}
 CLUSTER_PIDS=()
 CLUSTER_PORTS=()
 CLUSTER_CGROUPS=()
-
-# cap_memory PID MB: moves PID into a new memory cgroup limited to MB (cgroup v2 or v1);
-# prints the cgroup's directory, or nothing where none can be made.
-cap_memory() {
-    local pid=$1 mb=$2 g
-    if [ -w /sys/fs/cgroup/cgroup.subtree_control ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-        g=/sys/fs/cgroup/strata-bench-$$-$pid
-        mkdir "$g" 2>/dev/null && echo "${mb}M" >"$g/memory.max" && echo "$pid" >"$g/cgroup.procs" && { echo "$g"; return; }
-    elif [ -d /sys/fs/cgroup/memory ]; then
-        g=/sys/fs/cgroup/memory/strata-bench-$$-$pid
-        mkdir "$g" 2>/dev/null && echo "${mb}M" >"$g/memory.limit_in_bytes" && echo "$pid" >"$g/cgroup.procs" && { echo "$g"; return; }
-    fi
-    # Not made, or made but not usable (compare.sh runs under set -e: nothing here may fail).
-    if [ -n "${g:-}" ]; then rmdir "$g" 2>/dev/null || true; fi
-    return 0
-}
 
 stop_cluster() {
     for p in "${CLUSTER_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -91,6 +75,19 @@ start_cluster() {
         done
         [ "$up" = 1 ] || { cat "$WORK/cluster/node$n.log" >&2; echo "cluster node $n did not start" >&2; exit 1; }
     done
+    # Listening is not registered: a node stays fenced until the controller has its first
+    # heartbeat, and a topic of replication factor 3 created before then is refused. Wait
+    # until every node describes a cluster of three.
+    for n in 0 1 2; do
+        local seen=0
+        for _ in $(seq 200); do
+            seen=$("$STRATA" cluster info -b "127.0.0.1:${CLUSTER_PORTS[$n]}" --format json 2>/dev/null \
+                | jq '.brokers | length' 2>/dev/null || echo 0)
+            [ "$seen" = 3 ] && break
+            sleep 0.05
+        done
+        [ "$seen" = 3 ] || { cat "$WORK/cluster/node$n.log" >&2; echo "cluster node $n sees $seen brokers" >&2; exit 1; }
+    done
     # strata-perf finds the leaders through the metadata of one bootstrap broker.
     CLUSTER_BOOTSTRAP="127.0.0.1:${CLUSTER_PORTS[0]}"
 }
@@ -131,10 +128,10 @@ measure_cluster() {
     local run topic
     for run in $(seq "$RUNS"); do
         topic="cluster-$run-$$"
-        start_cluster
+        start_cluster "$PAGE_CACHE_MB"
         log "[cluster] run $run/$RUNS: produce RF 3 acks=all (${DURATION}s unthrottled)"
         cluster_workload cluster-produce "$topic" 3 -1 --record-size "$RECORD_SIZE" --batch-size 131072 --linger-ms 5
-        start_cluster
+        start_cluster "$PAGE_CACHE_MB"
         log "[cluster] run $run/$RUNS: produce RF 3 acks=all at ${LATENCY_MBPS} MB/s offered"
         cluster_workload cluster-latency "$topic-lat" 3 -1 --rate "$LATENCY_RATE" --record-size "$RECORD_SIZE" \
             --batch-size 65536 --linger-ms 1
@@ -183,6 +180,7 @@ report_cluster() {
         "$(spread follower-cpu '.leader_cpu_s / (.bytes / 1e9)')"
     row "leader CPU/GB, 2 consumers (s)" "$ccpu" "" "" "$(spread consumer-cpu '.leader_cpu_s / (.bytes / 1e9)')"
     echo "(the two CPU workloads: each node's memory capped at ${FOLLOW_PAGE_CACHE_MB} MB, 0 = uncapped; FOLLOW_PAGE_CACHE_MB)"
+    echo "(the throughput and latency workloads, single node and cluster: ${PAGE_CACHE_MB} MB per broker, 0 = uncapped; --page-cache-mb)"
     CLUSTER_SUMMARY=$(jq -n --arg p "$cp" --arg l "$cl" --arg f "$fcpu" --arg c "$ccpu" \
         '{rf3_acks_all_mb_per_sec: ($p|tonumber), rf3_acks_all_p99_ms_at_50mbps: ($l|tonumber),
           leader_cpu_s_per_gb_two_followers: ($f|tonumber), leader_cpu_s_per_gb_two_consumers: ($c|tonumber)}')

@@ -33,11 +33,18 @@
 # and its p99 at 50 MB/s against the single-node acks=1 figures of the same run, and the
 # leader's CPU per GB with two followers against two tailing consumers.
 #
+# --page-cache-mb N runs every broker of the throughput and latency workloads (the single
+# node and each cluster node) in a memory cgroup of N MB, so it writes into page-cache
+# pages it recycles, as a long-running broker does. Uncapped, each run writes into pages
+# fresh from the VM's free pool, which on this machine (virtio_balloon free page
+# reporting) cost several times as much to write, and RF 3 writes three times the bytes:
+# the uncapped ratio measures the host's page pool as much as the brokers.
+#
 # STRATA_BIN=path measures another strata binary (a before/after with the same script).
 #
 # Usage: benches/compare.sh [--runs N] [--duration S] [--bootstrap host:port]...
 #                           [--data-dir DIR] [--no-build] [--json FILE] [--nice N]
-#                           [--sustained S] [--cluster]
+#                           [--sustained S] [--cluster] [--page-cache-mb N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -51,6 +58,7 @@ JSON_OUT=""
 NICE=()
 SUSTAINED=0
 CLUSTER=0
+PAGE_CACHE_MB=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) RUNS=$2; shift 2 ;;
@@ -62,7 +70,8 @@ while [ $# -gt 0 ]; do
         --nice) NICE=(nice -n "$2"); shift 2 ;;
         --sustained) SUSTAINED=$2; shift 2 ;;
         --cluster) CLUSTER=1; shift ;;
-        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+        --page-cache-mb) PAGE_CACHE_MB=$2; shift 2 ;;
+        -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -102,11 +111,18 @@ PERF=$TARGET_DIR/release/strata-perf
 
 WORK=$(mktemp -d "${DATA_PARENT:-${TMPDIR:-/tmp}}/strata-compare.XXXXXX")
 BROKER_PID=""
-cleanup() {
+BROKER_CGROUP=""
+# stop_strata: stops the single broker (if running) and removes its memory cgroup.
+stop_strata() {
     if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
         kill "$BROKER_PID" 2>/dev/null || true
         wait "$BROKER_PID" 2>/dev/null || true
     fi
+    if [ -n "$BROKER_CGROUP" ]; then rmdir "$BROKER_CGROUP" 2>/dev/null || true; fi
+    BROKER_CGROUP=""
+}
+cleanup() {
+    stop_strata
     rm -rf "$WORK"
 }
 trap '[ "$CLUSTER" = 1 ] && stop_cluster; cleanup' EXIT
@@ -179,6 +195,22 @@ free_port() {
     done
 }
 
+# cap_memory PID MB: moves PID into a new memory cgroup limited to MB (cgroup v2 or v1);
+# prints the cgroup's directory, or nothing where none can be made.
+cap_memory() {
+    local pid=$1 mb=$2 g
+    if [ -w /sys/fs/cgroup/cgroup.subtree_control ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+        g=/sys/fs/cgroup/strata-bench-$$-$pid
+        mkdir "$g" 2>/dev/null && echo "${mb}M" >"$g/memory.max" && echo "$pid" >"$g/cgroup.procs" && { echo "$g"; return; }
+    elif [ -d /sys/fs/cgroup/memory ]; then
+        g=/sys/fs/cgroup/memory/strata-bench-$$-$pid
+        mkdir "$g" 2>/dev/null && echo "${mb}M" >"$g/memory.limit_in_bytes" && echo "$pid" >"$g/cgroup.procs" && { echo "$g"; return; }
+    fi
+    # Not made, or made but not usable (compare.sh runs under set -e: nothing here may fail).
+    if [ -n "${g:-}" ]; then rmdir "$g" 2>/dev/null || true; fi
+    return 0
+}
+
 start_strata() {
     PORT=$(free_port)
     mkdir -p "$WORK/data"
@@ -187,6 +219,10 @@ start_strata() {
         --override "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT" \
         --override "log.dirs=$WORK/data" >"$WORK/strata.log" 2>&1 &
     BROKER_PID=$!
+    if [ "$PAGE_CACHE_MB" != 0 ]; then
+        BROKER_CGROUP=$(cap_memory "$BROKER_PID" "$PAGE_CACHE_MB")
+        [ -n "$BROKER_CGROUP" ] || log "no memory cgroup: the broker runs uncapped"
+    fi
     for _ in $(seq 200); do
         (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return 0
         kill -0 "$BROKER_PID" 2>/dev/null || { cat "$WORK/strata.log" >&2; exit 1; }
@@ -228,8 +264,7 @@ run_workload() {
 # dirty data passes the kernel's background threshold (dirty_background_ratio), its
 # writes are throttled to the disk's bandwidth and the runs stop being comparable.
 restart_strata() {
-    kill "$BROKER_PID" 2>/dev/null || true
-    wait "$BROKER_PID" 2>/dev/null || true
+    stop_strata
     rm -rf "$WORK/data"
     start_strata
     STRATA_BOOTSTRAP="127.0.0.1:$PORT"
@@ -289,8 +324,7 @@ if [ "$SUSTAINED" -gt 0 ]; then
         --topic "compare-sustained-$$" --duration "$SUSTAINED" "${PRODUCE_OPTS[@]}"
 fi
 if [ "$CLUSTER" = 1 ]; then
-    kill "$BROKER_PID" 2>/dev/null || true
-    wait "$BROKER_PID" 2>/dev/null || true
+    stop_strata
     rm -rf "$WORK/data"
     measure_cluster
 fi
