@@ -4,12 +4,13 @@
 //! and a checkpoint API ([`Consumer::positions`] / [`Consumer::restore_positions`]) for
 //! stream engines that keep their positions themselves.
 //!
-//! Fetches go through incremental fetch sessions (KIP-227), one per broker.
+//! Fetches go through incremental fetch sessions (KIP-227), one per broker, to a
+//! partition's leader or to the follower a leader names as preferred read replica for the
+//! consumer's `client.rack` (KIP-392); the fetch cycle is in `fetching.rs`.
 //!
-//! Not (yet) done: truncation
-//! detection with OffsetForLeaderEpoch after a leader change (KIP-320: the leader epoch is
-//! sent and committed, not validated), pattern subscriptions, fetching from followers
-//! (KIP-392), rack-aware assignment, and the next-generation group protocol (KIP-848).
+//! Not (yet) done: truncation detection with OffsetForLeaderEpoch after a leader change
+//! (KIP-320: the leader epoch is sent and committed, not validated), pattern subscriptions,
+//! rack-aware assignment, and the next-generation group protocol (KIP-848).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), strata_client::Error> {
@@ -33,6 +34,7 @@ pub mod assignor;
 mod config;
 mod coordinator;
 mod fetcher;
+mod fetching;
 mod listener;
 pub mod membership;
 mod positions;
@@ -44,13 +46,11 @@ pub use record::ConsumerRecord;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::metadata::broker_address;
 use crate::types::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
 use coordinator::Group;
-use fetcher::{BrokerSession, FetchLimits, FetchOutcome, PartitionResult};
+use fetcher::{BrokerSession, FetchOutcome};
 use membership::{Event, Membership, MembershipConfig};
 use positions::{Buffered, Positions};
-use record::DecodeOptions;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -402,213 +402,6 @@ impl Consumer {
         self.last_auto_commit = Instant::now();
         if let Err(e) = self.commit_sync(None).await {
             tracing::warn!(error = %e, "auto-commit failed");
-        }
-    }
-
-    /// Positions for partitions that have none: the committed offset, else
-    /// `auto.offset.reset`.
-    async fn update_positions(&mut self) -> Result<()> {
-        let missing = self.positions.without_position(false);
-        if !missing.is_empty() {
-            let committed = match &self.config.group_id {
-                Some(g) => coordinator::committed(&self.client, g, &missing).await?,
-                None => BTreeMap::new(),
-            };
-            for tp in &missing {
-                match committed.get(tp).cloned().flatten() {
-                    Some(o) => self.positions.seek_with_epoch(tp, o.offset, o.leader_epoch),
-                    None => self.positions.request_reset(tp, self.config.auto_offset_reset),
-                }
-            }
-        }
-        let resets = self.positions.resets();
-        if !resets.is_empty() {
-            let isolation = self.config.isolation_level;
-            let offsets = positions::list_offsets(&self.client, &resets, isolation).await?;
-            for (tp, offset) in offsets {
-                self.positions.seek(&tp, offset);
-            }
-        }
-        Ok(())
-    }
-
-    async fn send_fetches(&mut self) {
-        if self.refresh_metadata {
-            let topics: BTreeSet<String> = self.positions.assigned().into_iter().map(|tp| tp.topic).collect();
-            let topics: Vec<String> = topics.into_iter().collect();
-            if let Err(e) = self.client.refresh_metadata(&topics).await {
-                tracing::debug!(error = %e, "metadata refresh failed");
-                return;
-            }
-            self.refresh_metadata = false;
-        }
-        let wanted: Vec<(TopicPartition, i64)> = self
-            .positions
-            .fetchable()
-            .into_iter()
-            .filter(|(tp, _)| !self.fetching.contains(tp) && !self.buffered.has(tp))
-            .collect();
-        if wanted.is_empty() {
-            return;
-        }
-        let mut cluster = self.client.cluster();
-        if wanted.iter().any(|(tp, _)| cluster.partition(&tp.topic, tp.partition).is_none()) {
-            let topics: BTreeSet<String> = wanted.iter().map(|(tp, _)| tp.topic.clone()).collect();
-            match self.client.refresh_metadata(&topics.into_iter().collect::<Vec<_>>()).await {
-                Ok(c) => cluster = c,
-                Err(e) => {
-                    tracing::debug!(error = %e, "metadata refresh failed");
-                    return;
-                }
-            }
-        }
-        let limits = self.limits();
-        let now = Instant::now();
-        self.read_from.retain(|_, (_, until)| *until > now);
-        let read_from = |tp: &TopicPartition| self.read_from.get(tp).map(|(node, _)| *node);
-        let (by_broker, leaderless) = fetcher::plan(&cluster, &wanted, read_from);
-        if !leaderless.is_empty() {
-            self.refresh_metadata = true;
-        }
-        // One fetch per broker at a time, in its session (whose requests go in order);
-        // the broker's other partitions wait for its answer.
-        let busy: HashSet<i32> = self.in_flight.values().map(|(b, _)| *b).collect();
-        let mut reading: HashSet<i32> = HashSet::new();
-        for tp in self.buffered.pending(&self.positions) {
-            if let Some(p) = cluster.partition(&tp.topic, tp.partition) {
-                reading.insert(read_from(tp).unwrap_or(p.leader));
-            }
-        }
-        for (broker, asked) in by_broker {
-            if busy.contains(&broker) {
-                continue;
-            }
-            // A fetch of only caught-up partitions parks on the broker for up to
-            // fetch.max.wait.ms, and the broker's partitions whose buffered records are
-            // being returned now would wait behind it once read: fetch them all together
-            // then (a broker answers one connection's requests in order).
-            let caught_up =
-                asked.iter().all(|(tp, offset)| self.ends.get(tp).is_some_and(|end| offset >= end));
-            if caught_up && reading.contains(&broker) {
-                continue;
-            }
-            for (tp, _) in &asked {
-                self.fetching.insert(tp.clone());
-            }
-            let partitions = asked.iter().map(|(tp, _)| tp.clone()).collect();
-            let session = self.sessions.remove(&broker).unwrap_or_default();
-            let fetch = fetcher::fetch(self.client.clone(), broker, asked, limits.clone(), session);
-            let id = self.fetches.spawn(fetch).id();
-            self.in_flight.insert(id, (broker, partitions));
-        }
-    }
-
-    fn limits(&self) -> FetchLimits {
-        FetchLimits {
-            max_wait_ms: self.config.fetch_max_wait.as_millis().min(i32::MAX as u128) as i32,
-            min_bytes: self.config.fetch_min_bytes,
-            max_bytes: self.config.fetch_max_bytes,
-            partition_max_bytes: self.config.max_partition_fetch_bytes,
-            isolation_level: self.config.isolation_level.as_i8(),
-            rack: self.config.client_rack.clone().unwrap_or_default(),
-        }
-    }
-
-    fn on_fetch(&mut self, mut outcome: FetchOutcome) -> Result<()> {
-        for (tp, _) in &outcome.asked {
-            self.fetching.remove(tp);
-        }
-        self.sessions.insert(outcome.broker, std::mem::take(&mut outcome.session));
-        if let Err(e) = &outcome.result {
-            // A replica that cannot be reached sends its partitions back to the leader.
-            for (tp, _) in &outcome.asked {
-                self.stop_reading_from(tp, outcome.broker);
-            }
-            if fetcher::session_lost(e) {
-                tracing::debug!(broker = outcome.broker, error = %e, "fetch session lost; opening another");
-                return Ok(());
-            }
-            tracing::debug!(broker = outcome.broker, error = %e, "fetch failed");
-            self.refresh_metadata = true;
-            return Ok(());
-        }
-        let options = DecodeOptions {
-            isolation: self.config.isolation_level,
-            check_crcs: self.config.check_crcs,
-            max_uncompressed_bytes: (self.config.fetch_max_bytes.max(1) as usize).saturating_mul(4),
-        };
-        let mut hints = Vec::new();
-        for (tp, offset, result) in fetcher::results(&outcome, options) {
-            // A seek, a reset or a revocation since the fetch was sent: drop the answer.
-            if self.positions.position(&tp) != Some(offset) {
-                continue;
-            }
-            if !matches!(result, PartitionResult::Records(..) | PartitionResult::ReadFrom(_))
-                && self.stop_reading_from(&tp, outcome.broker)
-            {
-                // An error from a follower (behind, gone, no longer a replica): the
-                // leader decides again, an out-of-range position included (Kafka's
-                // consumer resets only what the leader finds out of range).
-                continue;
-            }
-            match result {
-                PartitionResult::Records(decoded, end) => {
-                    self.ends.insert(tp.clone(), end);
-                    self.buffered.push(tp, decoded);
-                }
-                PartitionResult::ReadFrom(node) => {
-                    tracing::debug!(partition = %tp, node, "reading from the preferred read replica");
-                    let until = Instant::now() + self.config.client.metadata_max_age;
-                    self.read_from.insert(tp, (node, until));
-                }
-                PartitionResult::RefreshMetadata(Some(hint)) => hints.push(hint),
-                PartitionResult::RefreshMetadata(None) => self.refresh_metadata = true,
-                PartitionResult::OutOfRange => match self.config.auto_offset_reset {
-                    OffsetReset::None => {
-                        return Err(Error::state(format!(
-                            "{tp}: offset {offset} is out of range and auto.offset.reset=none"
-                        )))
-                    }
-                    reset => self.positions.request_reset(&tp, reset),
-                },
-                PartitionResult::Failed(e) => {
-                    if e.code() == Some(strata_protocol::ErrorCode::CorruptMessage) {
-                        return Err(e);
-                    }
-                    tracing::debug!(partition = %tp, error = %e, "partition fetch failed");
-                }
-            }
-        }
-        if !hints.is_empty() {
-            // KIP-951: the next fetch goes to the leaders the answer named; a Metadata
-            // round only if one of them does not apply (stale, or of unknown address).
-            let endpoints: Vec<_> = outcome
-                .result
-                .as_ref()
-                .map(|r| {
-                    r.node_endpoints
-                        .iter()
-                        .map(|e| broker_address(e.node_id, &e.host, e.port, &e.rack))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if self.client.update_leaders(&hints, &endpoints).len() < hints.len() {
-                self.refresh_metadata = true;
-            }
-        }
-        Ok(())
-    }
-
-    /// Sends `tp`'s reads back to its leader if they went to `broker` as the preferred
-    /// read replica; whether they did.
-    fn stop_reading_from(&mut self, tp: &TopicPartition, broker: i32) -> bool {
-        match self.read_from.get(tp) {
-            Some((node, _)) if *node == broker => {
-                tracing::debug!(partition = %tp, node, "back to the leader from the preferred read replica");
-                self.read_from.remove(tp);
-                true
-            }
-            _ => false,
         }
     }
 
