@@ -25,6 +25,9 @@
 # Uses from compare.sh: NICE, STRATA, PERF, WORK, RUNS, DURATION, PRODUCE_OPTS, LATENCY_OPTS,
 # LATENCY_RATE, RECORD_SIZE, PAGE_CACHE_MB, free_port, cpu_ticks, cap_memory, calc, log, median.
 
+# shellcheck source=scripts/cluster-ready.sh
+. "$ROOT/scripts/cluster-ready.sh"
+
 FOLLOW_MBPS=${FOLLOW_MBPS:-100}
 FOLLOW_RATE=$(( FOLLOW_MBPS * 1000000 / RECORD_SIZE ))
 FOLLOW_PAGE_CACHE_MB=${FOLLOW_PAGE_CACHE_MB:-512}
@@ -75,19 +78,10 @@ start_cluster() {
         done
         [ "$up" = 1 ] || { cat "$WORK/cluster/node$n.log" >&2; echo "cluster node $n did not start" >&2; exit 1; }
     done
-    # Listening is not registered: a node stays fenced until the controller has its first
-    # heartbeat, and a topic of replication factor 3 created before then is refused. Wait
-    # until every node describes a cluster of three.
-    for n in 0 1 2; do
-        local seen=0
-        for _ in $(seq 200); do
-            seen=$("$STRATA" cluster info -b "127.0.0.1:${CLUSTER_PORTS[$n]}" --format json 2>/dev/null \
-                | jq '.brokers | length' 2>/dev/null || echo 0)
-            [ "$seen" = 3 ] && break
-            sleep 0.05
-        done
-        [ "$seen" = 3 ] || { cat "$WORK/cluster/node$n.log" >&2; echo "cluster node $n sees $seen brokers" >&2; exit 1; }
-    done
+    if ! wait_for_brokers "$STRATA" 3 "${CLUSTER_PORTS[@]}"; then
+        cat "$WORK"/cluster/node*.log >&2
+        exit 1
+    fi
     # strata-perf finds the leaders through the metadata of one bootstrap broker.
     CLUSTER_BOOTSTRAP="127.0.0.1:${CLUSTER_PORTS[0]}"
 }

@@ -60,6 +60,8 @@ WORK=$TARGET_DIR/librdkafka-suite
 SRC=$WORK/librdkafka
 RUNNER=$SRC/tests/test-runner
 STRATA=${STRATA_BIN:-$TARGET_DIR/release/strata}
+# shellcheck source=scripts/cluster-ready.sh
+. "$ROOT/scripts/cluster-ready.sh"
 TIMEOUT=${LIBRDKAFKA_SUITE_TIMEOUT:-300}
 
 install_build_deps() {
@@ -156,18 +158,8 @@ else
         BROKERS+=($!)
     done
     for n in 0 1 2; do wait_listening "${PORTS[$n]}"; done
-    # Listening is not registered: a node is fenced until the controller has its first
-    # heartbeat, and a topic of replication factor 3 created before then is refused (0101
-    # creates one first thing). Metadata lists the unfenced brokers only, so wait until
-    # every node's Metadata lists all three.
-    for n in 0 1 2; do
-        for i in $(seq 200); do
-            "$STRATA" cluster info -b "127.0.0.1:${PORTS[$n]}" --format json 2>/dev/null \
-                | grep -o '"port":' | wc -l | grep -qx 3 && break
-            [ "$i" = 200 ] && { echo "node $n does not see three brokers; logs in $RUN" >&2; exit 1; }
-            sleep 0.1
-        done
-    done
+    # 0101 creates a topic of replication factor 3 first thing.
+    wait_for_brokers "$STRATA" 3 "${PORTS[@]}" || { echo "logs in $RUN" >&2; exit 1; }
 fi
 printf 'bootstrap.servers=%s\nbroker.address.family=v4\ntest.topic.prefix=strata_%s\n' \
     "$BOOTSTRAP" "$(date +%s)" >"$RUN/test.conf"
