@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -44,6 +45,7 @@ class App:
         self.name = name
         self.argv = argv
         self.stderr_path = Path(workdir) / f"{name}.stderr"
+        self.stdout_path = Path(workdir) / f"{name}.stdout"
         self.events: list[dict] = []
         self.killed_at: float | None = None
         self._termed = False
@@ -56,17 +58,22 @@ class App:
         self._reader.start()
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                ev = {"ev": "garbage", "line": line[:500], "t": time.monotonic()}
-            ev["app"] = self.name
-            with self._lock:
-                self.events.append(ev)
+        with open(self.stdout_path, "w") as copy:  # the whole story of a failed run, kept
+            for line in self.proc.stdout:
+                copy.write(line)
+                copy.flush()
+                self._take(line.strip())
+
+    def _take(self, line: str) -> None:
+        if not line:
+            return
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            ev = {"ev": "garbage", "line": line[:500], "t": time.monotonic()}
+        ev["app"] = self.name
+        with self._lock:
+            self.events.append(ev)
 
     def snapshot(self, kind: str | None = None) -> list[dict]:
         with self._lock:
@@ -88,7 +95,11 @@ class App:
             raise AssertionError(f"{self.name} exited with {rc}; stderr:\n{self.stderr_tail()}")
 
     def wait_for(self, cond, timeout: float, what: str, interval: float = 0.05):
-        """Waits until cond(events) is truthy and returns it; fails at once if the process died."""
+        """Waits until cond(events) is truthy and returns it; fails at once if the process died.
+
+        Polls at a jittered interval: a fixed one can fall into step with an application's own
+        period (a ~200 ms poll loop is four 50 ms polls plus their overhead) and keep sampling
+        the same phase of it, missing a short state such as an open transaction for good."""
         deadline = time.monotonic() + timeout
         while True:
             v = cond(self.snapshot())
@@ -98,7 +109,7 @@ class App:
             if time.monotonic() >= deadline:
                 raise AssertionError(f"timed out after {timeout:.1f}s waiting for {self.name}: {what}; last "
                                      f"events: {self.snapshot()[-3:]}\nstderr:\n{self.stderr_tail()}")
-            time.sleep(interval)
+            time.sleep(interval * random.uniform(0.5, 1.5))
 
     def kill(self) -> float:
         """SIGKILL; returns the time of the kill."""

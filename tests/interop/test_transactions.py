@@ -25,6 +25,7 @@ Proves:
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import time
@@ -433,6 +434,27 @@ def _in_txn(app: App) -> bool:
     return bool(evs) and evs[-1]["ev"] in ("begin", "produced", "offsets")
 
 
+def _ctp_state(bootstrap: str, prod: PacedProducer, in_topic: str, parts: int, group: str) -> str:
+    """What a stalled consume-transform-produce run looked like from outside the application:
+    whether its input kept growing, and what its group had committed."""
+    lines = [f"input producer: {prod.sent} sent, {len(prod.acks)} acknowledged, ends {prod.end_offsets()}, "
+             f"errors {prod.errors[:3]}"]
+    try:
+        lines.append(f"input high watermarks {end_offsets(bootstrap, in_topic, parts, read_committed=False)}, "
+                     f"last stable offsets {end_offsets(bootstrap, in_topic, parts, read_committed=True)}")
+        from kafka.admin import KafkaAdminClient
+
+        kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            offs = kp.list_group_offsets({group: None})[group]
+            lines.append(f"group offsets {sorted((tp.partition, om.offset) for tp, om in offs.items())}")
+        finally:
+            kp.close()
+    except Exception as e:  # a diagnostic only; the test's own error is what matters
+        lines.append(f"(broker state not read: {type(e).__name__}: {e})")
+    return "\n".join(lines)
+
+
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("lib,kills", [("confluent", 8), ("kafka-python", 4), ("kafkajs", 4)])
 def test_consume_transform_produce_survives_sigkill(broker_factory, tmp_path, lib, kills):
@@ -443,7 +465,11 @@ def test_consume_transform_produce_survives_sigkill(broker_factory, tmp_path, li
     util.create_topic(b.bootstrap, out_topic, parts)
     conf = {"bootstrap": b.bootstrap, "in_topic": in_topic, "out_topic": out_topic, "group": group,
             "tid": unique("ctp-tid"), "instance_id": "ctp-0",
-            "session_timeout_ms": 3000 if lib == "kafkajs" else 10_000, "max_records": 30}
+            "session_timeout_ms": 3000 if lib == "kafkajs" else 10_000, "max_records": 30, "dwell_ms": 40,
+            # librdkafka debug contexts for the confluent app's consumer, e.g. "cgrp,fetch", to look
+            # into a run that stalls (they slow it down, so not by default).
+            **({"consumer_debug": os.environ["STRATA_CTP_CONSUMER_DEBUG"]}
+               if os.environ.get("STRATA_CTP_CONSUMER_DEBUG") else {})}
     rng = random.Random()
     prod = PacedProducer(b.bootstrap, in_topic, parts, rate=120, tag="in")
     apps: list[App] = []
@@ -475,6 +501,7 @@ def test_consume_transform_produce_survives_sigkill(broker_factory, tmp_path, li
             app.wait_for(caught_up, 45, f"the application to commit up to the input's end {ends}")
             app.terminate()
         except (AssertionError, TimeoutError) as e:
+            e.add_note(_ctp_state(b.bootstrap, prod, in_topic, parts, group))
             _txn_offset_commit_or_xfail(b, e)
         assert mid_txn_kills >= max(1, kills // 4), f"only {mid_txn_kills} of {kills} kills landed mid-transaction"
 

@@ -5,8 +5,9 @@ transaction tests can SIGKILL it at any point and start it again.
 
 Config: lib (confluent | kafka-python), bootstrap, in_topic, out_topic, group, tid
 (transactional id), instance_id (static membership, so a restart takes over at once),
-session_timeout_ms, max_records; optionally debug (librdkafka debug contexts for the producer,
-logged to stderr).
+session_timeout_ms, max_records; optionally dwell_ms (a random pause of up to that long inside
+every transaction, between producing and sending the offsets), debug and consumer_debug
+(librdkafka debug contexts for the producer and the consumer, logged to stderr).
 
 It first initializes its transactional producer (fencing any previous instance and completing or
 aborting its transaction), then joins the group with read_committed and, for every batch it
@@ -20,12 +21,14 @@ Output, JSON lines with `t` = time.monotonic():
   {"ev": "start"} {"ev": "assign", "parts": [..]} {"ev": "begin", "n": n}
   {"ev": "produced", "n": n, "count": k} {"ev": "offsets", "n": n}
   {"ev": "committed", "n": n, "offsets": {"p": next}} {"ev": "aborted", "n": n, "err": ".."}
+  {"ev": "idle", "parts": [[p, position], ..], "errors": [..]} (confluent: nothing consumed for 3 s)
   {"ev": "closed"}
 """
 
 from __future__ import annotations
 
 import json
+import random
 import signal
 import sys
 import threading
@@ -39,6 +42,14 @@ def out(ev: str, **kw) -> None:
     kw.update(ev=ev, t=time.monotonic())
     sys.stdout.write(json.dumps(kw) + "\n")
     sys.stdout.flush()
+
+
+def dwell() -> None:
+    """Stays inside the open transaction for a random while (up to dwell_ms): the transaction
+    then lasts long enough for a test to see it open and kill the process inside it, and the
+    application's cycle is not so regular that a test polling its output keeps missing that."""
+    if CONF.get("dwell_ms"):
+        time.sleep(random.uniform(0, CONF["dwell_ms"]) / 1000)
 
 
 def on_term(*_):
@@ -102,13 +113,23 @@ def run_confluent() -> None:
     c = Consumer({"bootstrap.servers": CONF["bootstrap"], "group.id": CONF["group"],
                   "group.instance.id": CONF["instance_id"], "session.timeout.ms": CONF["session_timeout_ms"],
                   "isolation.level": "read_committed", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100, "log_level": 3})
+                  "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100, "log_level": 3,
+                  **({"debug": CONF["consumer_debug"], "log_level": 7} if CONF.get("consumer_debug") else {})})
     c.subscribe([CONF["in_topic"]], on_assign=lambda _c, ps: out("assign", parts=sorted(x.partition for x in ps)))
     n = aborts = 0
+    idle_since = time.monotonic()
     while not STOP:
-        msgs = [m for m in c.consume(CONF["max_records"], timeout=0.2) if not m.error()]
+        got = c.consume(CONF["max_records"], timeout=0.2)
+        msgs = [m for m in got if not m.error()]
         if not msgs:
+            if time.monotonic() - idle_since > 3:
+                # Nothing for a while: say what the consumer holds, for a stalled test's report.
+                held = c.assignment()
+                out("idle", parts=[(x.partition, x.offset) for x in c.position(held)] if held else [],
+                    errors=[str(m.error()) for m in got][:3])
+                idle_since = time.monotonic()
             continue
+        idle_since = time.monotonic()
         first, nxt = {}, {}
         for m in msgs:
             first.setdefault(m.partition(), m.offset())
@@ -119,6 +140,7 @@ def run_confluent() -> None:
             for m in msgs:
                 p.produce(CONF["out_topic"], value=m.value(), partition=m.partition())
             out("produced", n=n, count=len(msgs))
+            dwell()
             offsets = [TopicPartition(CONF["in_topic"], q, o) for q, o in nxt.items()]
             # Asked once per transaction, not per attempt: the call waits on the consumer's own
             # thread without a timeout.
@@ -203,6 +225,7 @@ def run_kafka_python() -> None:
         for m in msgs:
             p.send(CONF["out_topic"], value=m.value, partition=m.partition)
         out("produced", n=n, count=len(msgs))
+        dwell()
         p.send_offsets_to_transaction(
             {TopicPartition(CONF["in_topic"], q): OffsetAndMetadata(o, "", -1) for q, o in nxt.items()},
             c.group_metadata())
