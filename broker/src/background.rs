@@ -15,15 +15,8 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let retention_every = Duration::from_millis(broker.config.log_retention_check_interval_ms.max(1) as u64);
     let flush_every =
         Duration::from_millis(broker.config.log_flush_scheduler_interval_ms.clamp(1, 3_600_000) as u64);
-    let producer_expiry_every = Duration::from_millis(
-        broker
-            .config
-            .raw
-            .get("producer.id.expiration.check.interval.ms")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(600_000)
-            .max(1),
-    );
+    let producer_expiry_every =
+        Duration::from_millis(broker.config.coordinators.producer_id_expiration_check_interval_ms);
     let mut producer_expiry = tokio::time::interval(producer_expiry_every);
     producer_expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut hw_checkpoint = tokio::time::interval(Duration::from_millis(

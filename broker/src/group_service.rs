@@ -109,46 +109,19 @@ impl std::fmt::Debug for Command {
     }
 }
 
-/// The coordinator settings from the broker configuration.
-pub fn group_config(broker: &Broker) -> GroupConfig {
-    let raw = &broker.config.raw;
-    let get = |k: &str| raw.get(k).and_then(|v| v.parse::<i64>().ok());
-    let defaults = GroupConfig::default();
-    GroupConfig {
-        offsets_topic_num_partitions: get("offsets.topic.num.partitions")
-            .map_or(defaults.offsets_topic_num_partitions, |v| v as i32),
-        group_min_session_timeout_ms: get("group.min.session.timeout.ms")
-            .map_or(defaults.group_min_session_timeout_ms, |v| v as i32),
-        group_max_session_timeout_ms: get("group.max.session.timeout.ms")
-            .map_or(defaults.group_max_session_timeout_ms, |v| v as i32),
-        group_initial_rebalance_delay_ms: get("group.initial.rebalance.delay.ms")
-            .map_or(defaults.group_initial_rebalance_delay_ms, |v| v as i32),
-        group_max_size: get("group.max.size").map_or(defaults.group_max_size, |v| v as usize),
-        offset_metadata_max_bytes: get("offset.metadata.max.bytes")
-            .map_or(defaults.offset_metadata_max_bytes, |v| v as usize),
-        offsets_retention_ms: get("offsets.retention.minutes")
-            .map_or(defaults.offsets_retention_ms, |v| v * 60_000),
-        offsets_retention_check_interval_ms: get("offsets.retention.check.interval.ms")
-            .map_or(defaults.offsets_retention_check_interval_ms, |v| v),
-        ..defaults
-    }
-}
-
 impl GroupService {
     /// Starts the coordinator task; it owns nothing until the metadata says this broker
     /// leads partitions of `__consumer_offsets` ([`GroupService::leadership`]).
     pub fn start(broker: &Arc<Broker>) -> GroupService {
         let (tx, rx) = mpsc::channel(1024);
         let (internal, internal_rx) = mpsc::unbounded_channel();
-        let mut config = group_config(broker);
+        let mut config = broker.config.coordinators.group.clone();
         // Groups hash over the partition count the topic really has.
         if let Some(t) = broker.metadata.current().topic(CONSUMER_OFFSETS) {
             config.offsets_topic_num_partitions = t.partitions.len() as i32;
         }
         let partitions = config.offsets_topic_num_partitions;
-        let timeout = Duration::from_millis(
-            broker.config.raw.get("offsets.commit.timeout.ms").and_then(|v| v.parse().ok()).unwrap_or(5000),
-        );
+        let timeout = Duration::from_millis(broker.config.coordinators.offsets_commit_timeout_ms);
         let task = Task {
             broker: Arc::downgrade(broker),
             coordinator: GroupCoordinator::new(config),
@@ -173,7 +146,7 @@ impl GroupService {
             CONSUMER_OFFSETS,
             self.partitions,
             rf,
-            "offsets.topic.segment.bytes",
+            broker.config.coordinators.offsets_topic_segment_bytes,
             &[("compression.type", "producer".to_string())],
         )
         .await

@@ -19,25 +19,23 @@ use strata_storage::AppendOrigin;
 pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
 
 /// Creates a coordinator's compacted topic unless it exists: `partitions` partitions,
-/// `replication_factor` replicas, segment size from the broker key `segment_bytes_key`
-/// (Kafka's default 100 MiB), and the given `compression.type` (and `min.insync.replicas`
+/// `replication_factor` replicas, `segment_bytes` segments (the broker's
+/// `offsets.topic.segment.bytes` or `transaction.state.log.segment.bytes`), and the given `compression.type` (and `min.insync.replicas`
 /// when given). Returns once this broker's metadata shows the topic.
 pub async fn ensure_coordinator_topic(
     broker: &Arc<Broker>,
     name: &str,
     partitions: i32,
     replication_factor: i16,
-    segment_bytes_key: &str,
+    segment_bytes: i64,
     extra: &[(&str, String)],
 ) -> Result<(), ErrorCode> {
     if broker.metadata.current().topic(name).is_some() {
         return Ok(());
     }
-    let segment_bytes =
-        broker.config.raw.get(segment_bytes_key).cloned().unwrap_or_else(|| "104857600".to_string());
     let mut configs = vec![
         CreatableTopicConfig { name: "cleanup.policy".into(), value: Some("compact".into()) },
-        CreatableTopicConfig { name: "segment.bytes".into(), value: Some(segment_bytes) },
+        CreatableTopicConfig { name: "segment.bytes".into(), value: Some(segment_bytes.to_string()) },
     ];
     for (k, v) in extra {
         configs.push(CreatableTopicConfig { name: k.to_string(), value: Some(v.clone()) });

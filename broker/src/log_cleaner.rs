@@ -32,20 +32,12 @@ impl CleanerHandle {
 
 /// Starts the cleaner unless `log.cleaner.enable=false`.
 pub fn start(broker: &Arc<Broker>) -> Option<CleanerHandle> {
-    let raw = &broker.config.raw;
-    if raw.get("log.cleaner.enable").is_some_and(|v| v.eq_ignore_ascii_case("false")) {
+    let settings = &broker.config.coordinators;
+    if !settings.log_cleaner_enable {
         return None;
     }
-    let get = |k: &str| raw.get(k).and_then(|v| v.parse::<u64>().ok());
-    let defaults = CleanerConfig::default();
-    let config = CleanerConfig {
-        // Strata's default map is 16 MiB (about 700,000 keys per cleaning) rather than
-        // Kafka's 128 MiB, to keep the broker's memory small; set the key to change it.
-        dedupe_buffer_bytes: get("log.cleaner.dedupe.buffer.size").map_or(16 << 20, |v| v as usize),
-        io_buffer_bytes: get("log.cleaner.io.buffer.size").map_or(defaults.io_buffer_bytes, |v| v as usize),
-        ..defaults
-    };
-    let backoff = Duration::from_millis(get("log.cleaner.backoff.ms").unwrap_or(15_000).max(1));
+    let config = settings.cleaner.clone();
+    let backoff = Duration::from_millis(settings.log_cleaner_backoff_ms);
     let stop = Arc::new(AtomicBool::new(false));
     let weak = Arc::downgrade(broker);
     let flag = stop.clone();

@@ -21,6 +21,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 import util
 import wire
+from broker import Broker
 from util import Rec, assert_records, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -203,6 +204,47 @@ def test_rack_and_replica_selector_are_described_as_static_broker_configs_null_w
         assert entry is not None and entry.value is None, entry
         assert entry.is_default and entry.source == ConfigSource.DEFAULT_CONFIG.value, entry
     assert cfg["replica.lag.time.max.ms"].value == "30000"
+
+
+def test_every_key_the_broker_reads_is_described_with_kafkas_default(broker_factory):
+    # Kafka describes every broker key; the coordinators' and the cleaner's were once missing.
+    b = broker_factory({"transaction.max.timeout.ms": "60000", "log.retention.hours": "24"})
+    res = ConfigResource(ResourceType.BROKER, "0")
+    a = admin(b)
+    cfg = a.describe_configs([res])[res].result(timeout=30)
+    defaults = {
+        "offsets.topic.num.partitions": "50", "offsets.topic.segment.bytes": "104857600",
+        "offsets.retention.minutes": "10080", "offsets.commit.timeout.ms": "5000",
+        "offset.metadata.max.bytes": "4096", "group.min.session.timeout.ms": "6000",
+        "group.max.session.timeout.ms": "1800000", "group.max.size": "2147483647",
+        "transaction.state.log.num.partitions": "50", "transactional.id.expiration.ms": "604800000",
+        "producer.id.expiration.check.interval.ms": "600000", "log.cleaner.enable": "true",
+        "log.cleaner.backoff.ms": "15000", "log.roll.hours": "168", "producer.id.expiration.ms": "86400000",
+    }
+    for key, value in defaults.items():
+        entry = cfg.get(key)
+        assert entry is not None, (key, sorted(cfg))
+        assert (entry.value, entry.source, entry.is_read_only) == (value, ConfigSource.DEFAULT_CONFIG.value, True), entry
+    for key, value in (("transaction.max.timeout.ms", "60000"), ("log.retention.hours", "24")):
+        entry = cfg[key]
+        assert (entry.value, entry.source) == (value, ConfigSource.STATIC_BROKER_CONFIG.value), entry
+    # The id in use while node.id is unset, and a null default described as null.
+    assert cfg["node.id"].value == "0", cfg["node.id"]
+    assert cfg["log.retention.minutes"].value is None, cfg["log.retention.minutes"]
+
+
+@pytest.mark.parametrize("key,value", [("transaction.max.timeout.ms", "fifteen-minutes"),
+                                       ("group.initial.rebalance.delay.ms", "-1"),
+                                       ("log.cleaner.dedupe.buffer.size", "10")])
+def test_a_bad_coordinator_or_cleaner_setting_stops_the_broker_naming_the_key(tmp_path, key, value):
+    # These were once read leniently: a value that was no number fell back to the default.
+    b = Broker(tmp_path / "bad")
+    b.overrides = {key: value}
+    b.spawn()
+    wait_until(lambda: b.proc.poll() is not None, 30, "the broker refuses to start")
+    assert b.proc.returncode != 0
+    log = b.log_text()
+    assert key in log and value in log, log[-2000:]
 
 
 def test_confluent_create_partitions(broker):

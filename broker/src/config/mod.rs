@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod connections;
+pub mod coordinators;
 mod properties;
 pub mod topic;
 
@@ -130,8 +131,13 @@ pub struct BrokerConfig {
     /// `log.format` (`text` or `json`) and `log.level` (a tracing filter), read by the
     /// binary before anything is logged; `RUST_LOG` wins over `log.level`.
     pub log: LogSettings,
+    /// The group and transaction coordinators, the log cleaner, producer-id expiry.
+    pub coordinators: coordinators::CoordinatorsConfig,
     /// The raw key/value pairs given, for DescribeConfigs of the broker.
     pub raw: BTreeMap<String, String>,
+    /// Every key the broker reads, with its default, in the order read: what
+    /// DescribeConfigs of a BROKER resource describes.
+    pub known: Vec<KnownKey>,
 }
 
 impl Default for BrokerConfig {
@@ -152,38 +158,15 @@ const ACCEPTED_KEYS: &[&str] = &[
     "zookeeper.connect",
     "zookeeper.connection.timeout.ms",
     "broker.id.generation.enable",
-    "log.cleaner.enable",
-    // Read by the group and transaction coordinators (group_service.rs, txn_service.rs).
-    "offsets.topic.num.partitions",
-    "offsets.topic.segment.bytes",
-    "offsets.retention.minutes",
-    "offsets.retention.check.interval.ms",
-    "offset.metadata.max.bytes",
-    "group.min.session.timeout.ms",
-    "group.max.session.timeout.ms",
-    "group.max.size",
-    "group.initial.rebalance.delay.ms",
-    "transaction.state.log.num.partitions",
-    "transaction.state.log.segment.bytes",
-    "transaction.max.timeout.ms",
-    "transactional.id.expiration.ms",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-    "transaction.remove.expired.transaction.cleanup.interval.ms",
-    "producer.id.expiration.check.interval.ms",
-    // Read by the log cleaner thread (log_cleaner.rs).
-    "log.cleaner.backoff.ms",
-    "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.size",
 ];
 
 impl BrokerConfig {
     /// Builds the configuration from `key=value` pairs (file entries then overrides).
     pub fn from_map(raw: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
-        let mut p = Parser { raw: &raw, used: Vec::new() };
-        let node_id = match p.opt_i64("node.id")? {
-            Some(v) => v,
-            None => p.i64("broker.id", 0)?,
-        };
+        let mut p = Parser::new(&raw);
+        // node.id, else broker.id, else 0; described as the id in use while unset.
+        let broker_id = p.opt_i64("broker.id")?;
+        let node_id = p.opt_i64_shown("node.id", broker_id.unwrap_or(0))?.or(broker_id).unwrap_or(0);
         let node_id = i32::try_from(node_id).map_err(|_| p.invalid("node.id", "out of range"))?;
         let listeners = parse_listeners("listeners", &p.string("listeners", "PLAINTEXT://127.0.0.1:9092"))?;
         let cluster = cluster::ClusterConfig::parse(&mut p, node_id, &listeners)?;
@@ -191,10 +174,9 @@ impl BrokerConfig {
             Some(v) => parse_listeners("advertised.listeners", &v)?,
             None => listeners.iter().filter(|l| !cluster.is_controller_listener(&l.name)).cloned().collect(),
         };
-        let dirs = match p.opt_string("log.dirs") {
-            Some(v) => v,
-            None => p.string("log.dir", "./data"),
-        };
+        // log.dirs, else log.dir; both read so that both are described.
+        let dir = p.string("log.dir", "./data");
+        let dirs = p.opt_string("log.dirs").unwrap_or(dir);
         let log_dirs: Vec<PathBuf> =
             dirs.split(',').map(str::trim).filter(|s| !s.is_empty()).map(PathBuf::from).collect();
         if log_dirs.is_empty() {
@@ -220,14 +202,17 @@ impl BrokerConfig {
         let rack = p.opt_string("broker.rack");
         let transaction_two_phase_commit_enable = p.bool("transaction.two.phase.commit.enable", false)?;
         let topic_defaults = topic::TopicDefaults::from_broker(&mut p, message_max_bytes)?;
+        let coordinators =
+            coordinators::CoordinatorsConfig::parse(&mut p, transaction_two_phase_commit_enable)?;
         let metrics_listener =
             parse_metrics_listener(&p.string("metrics.listener", DEFAULT_METRICS_LISTENER))?;
         let log = LogSettings::parse(&mut p)?;
         for key in raw.keys() {
-            if !p.used.iter().any(|u| u == key) && !ACCEPTED_KEYS.contains(&key.as_str()) {
+            if !p.used(key) && !ACCEPTED_KEYS.contains(&key.as_str()) {
                 tracing::warn!(key = %key, "unknown configuration key ignored");
             }
         }
+        let known = p.known;
         Ok(BrokerConfig {
             node_id,
             listeners,
@@ -251,7 +236,9 @@ impl BrokerConfig {
             cluster,
             metrics_listener,
             log,
+            coordinators,
             raw,
+            known,
         })
     }
 
@@ -325,7 +312,7 @@ impl LogSettings {
     /// Reads `log.format` and `log.level` from `raw` without validating anything else
     /// (the binary sets logging up before the full configuration is checked).
     pub fn from_raw(raw: &BTreeMap<String, String>) -> Result<LogSettings, ConfigError> {
-        LogSettings::parse(&mut Parser { raw, used: Vec::new() })
+        LogSettings::parse(&mut Parser::new(raw))
     }
 
     fn parse(p: &mut Parser<'_>) -> Result<LogSettings, ConfigError> {
@@ -359,13 +346,30 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError>
     Ok(out)
 }
 
-/// Reads typed values out of the raw map, remembering which keys were used.
-pub struct Parser<'a> {
-    raw: &'a BTreeMap<String, String>,
-    used: Vec<String>,
+/// A key the broker reads, as DescribeConfigs of a BROKER resource shows it while unset.
+#[derive(Debug, Clone)]
+pub struct KnownKey {
+    /// The key, as `server.properties` spells it.
+    pub name: String,
+    /// Kafka's (or Strata's) default as text; `None` where the default is null.
+    pub default: Option<String>,
+    /// The value's type.
+    pub kind: topic::Kind,
 }
 
-impl Parser<'_> {
+/// Reads typed values out of the raw map, remembering every key read with its default: the
+/// keys used (an unknown key is warned about) and what DescribeConfigs describes, so that
+/// the parser is the one place a key and its default are written down.
+pub struct Parser<'a> {
+    raw: &'a BTreeMap<String, String>,
+    known: Vec<KnownKey>,
+}
+
+impl<'a> Parser<'a> {
+    fn new(raw: &'a BTreeMap<String, String>) -> Parser<'a> {
+        Parser { raw, known: Vec::new() }
+    }
+
     fn invalid(&self, key: &str, reason: &str) -> ConfigError {
         ConfigError::InvalidValue {
             key: key.into(),
@@ -374,31 +378,53 @@ impl Parser<'_> {
         }
     }
 
-    /// The raw value of `key`, if set.
-    pub fn opt_string(&mut self, key: &str) -> Option<String> {
-        self.used.push(key.to_string());
+    fn used(&self, key: &str) -> bool {
+        self.known.iter().any(|k| k.name == key)
+    }
+
+    /// The raw value of `key`, noting the key with the default shown while it is unset.
+    fn read(&mut self, key: &str, default: Option<String>, kind: topic::Kind) -> Option<String> {
+        if !self.used(key) {
+            self.known.push(KnownKey { name: key.to_string(), default, kind });
+        }
         self.raw.get(key).cloned()
     }
 
-    fn string(&mut self, key: &str, default: &str) -> String {
-        self.opt_string(key).unwrap_or_else(|| default.to_string())
+    /// The raw value of `key`, if set (a key whose default is null).
+    pub fn opt_string(&mut self, key: &str) -> Option<String> {
+        self.read(key, None, STRING)
     }
 
-    /// An integer value, if set.
-    pub fn opt_i64(&mut self, key: &str) -> Result<Option<i64>, ConfigError> {
-        match self.opt_string(key) {
+    fn string(&mut self, key: &str, default: &str) -> String {
+        self.read(key, Some(default.to_string()), STRING).unwrap_or_else(|| default.to_string())
+    }
+
+    fn parse_i64(&self, key: &str, value: Option<String>) -> Result<Option<i64>, ConfigError> {
+        match value {
             None => Ok(None),
-            Some(v) => v.parse::<i64>().map(Some).map_err(|_| self.invalid(key, "not an integer")),
+            Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| self.invalid(key, "not an integer")),
         }
     }
 
-    fn i64(&mut self, key: &str, default: i64) -> Result<i64, ConfigError> {
-        Ok(self.opt_i64(key)?.unwrap_or(default))
+    /// An integer value, if set (a key whose default is null).
+    pub fn opt_i64(&mut self, key: &str) -> Result<Option<i64>, ConfigError> {
+        let v = self.read(key, None, topic::Kind::Long(i64::MIN));
+        self.parse_i64(key, v)
     }
 
-    /// An integer in `[min, max]`, or `default`.
+    /// An integer value, if set, of a key whose reader applies `shown` while it is unset
+    /// (`log.retention.hours`: 168, unless a finer key is set).
+    pub fn opt_i64_shown(&mut self, key: &str, shown: i64) -> Result<Option<i64>, ConfigError> {
+        let v = self.read(key, Some(shown.to_string()), topic::Kind::Long(i64::MIN));
+        self.parse_i64(key, v)
+    }
+
+    /// An integer in `[min, max]`, or `default`; a 32-bit INT to DescribeConfigs when `max`
+    /// fits one, else a LONG.
     pub fn int_in(&mut self, key: &str, default: i64, min: i64, max: i64) -> Result<i64, ConfigError> {
-        let v = self.i64(key, default)?;
+        let kind = if max <= i64::from(i32::MAX) { topic::Kind::Int(min) } else { topic::Kind::Long(min) };
+        let v = self.read(key, Some(default.to_string()), kind);
+        let v = self.parse_i64(key, v)?.unwrap_or(default);
         if v < min || v > max {
             return Err(self.invalid(key, &format!("must be between {min} and {max}")));
         }
@@ -406,9 +432,9 @@ impl Parser<'_> {
     }
 
     fn bool(&mut self, key: &str, default: bool) -> Result<bool, ConfigError> {
-        match self.opt_string(key) {
+        match self.read(key, Some(default.to_string()), topic::Kind::Bool) {
             None => Ok(default),
-            Some(v) => match v.to_ascii_lowercase().as_str() {
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
                 "true" => Ok(true),
                 "false" => Ok(false),
                 _ => Err(self.invalid(key, "must be true or false")),
@@ -416,6 +442,9 @@ impl Parser<'_> {
         }
     }
 }
+
+/// A free-form string (DescribeConfigs' STRING type).
+const STRING: topic::Kind = topic::Kind::Enum(&[]);
 
 #[cfg(test)]
 mod tests {
@@ -482,6 +511,70 @@ mod tests {
         for name in ["node.id", "log.dirs", "retention.ms", "listeners"] {
             assert!(dynamic_broker_key(name).is_none(), "{name}");
         }
+    }
+
+    #[test]
+    fn coordinator_and_cleaner_keys_are_checked_at_start() {
+        let c = BrokerConfig::from_map(map(&[
+            ("transaction.max.timeout.ms", "60000"),
+            ("offsets.retention.minutes", "2"),
+            ("offsets.commit.timeout.ms", "700"),
+            ("log.cleaner.enable", "false"),
+        ]))
+        .unwrap();
+        let k = &c.coordinators;
+        assert_eq!(k.txn.transaction_max_timeout_ms, 60_000);
+        assert_eq!(k.group.offsets_retention_ms, 120_000);
+        assert_eq!(k.offsets_commit_timeout_ms, 700);
+        assert!(!k.log_cleaner_enable);
+        let d = BrokerConfig::default().coordinators;
+        assert_eq!(
+            d.group.group_initial_rebalance_delay_ms,
+            crate::group::GroupConfig::default().group_initial_rebalance_delay_ms
+        );
+        assert_eq!(d.cleaner.dedupe_buffer_bytes, 16 << 20, "Strata's smaller key map");
+        for (key, value) in [
+            ("transaction.max.timeout.ms", "abc"),
+            ("offsets.topic.num.partitions", "0"),
+            ("group.initial.rebalance.delay.ms", "-1"),
+            ("log.cleaner.enable", "maybe"),
+            ("log.cleaner.dedupe.buffer.size", "10"),
+        ] {
+            let e = BrokerConfig::from_map(map(&[(key, value)])).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(value), "{key}={value}: {e}");
+        }
+    }
+
+    #[test]
+    fn every_key_read_is_known_once_with_its_default_and_type() {
+        let c = BrokerConfig::default();
+        let mut names: Vec<&str> = c.known.iter().map(|k| k.name.as_str()).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a key noted twice");
+        for accepted in ACCEPTED_KEYS {
+            assert!(!names.contains(accepted), "{accepted} is read, so it is no longer merely accepted");
+        }
+        let known = |name: &str| c.known.iter().find(|k| k.name == name).unwrap_or_else(|| panic!("{name}"));
+        for (name, default, type_code) in [
+            ("offsets.topic.num.partitions", Some("50"), 3),
+            ("offsets.retention.check.interval.ms", Some("600000"), 5),
+            ("log.cleaner.enable", Some("true"), 1),
+            ("log.retention.hours", Some("168"), 5),
+            ("log.retention.minutes", None, 5),
+            ("broker.rack", None, 2),
+            ("node.id", Some("0"), 5),
+            ("listeners", Some("PLAINTEXT://127.0.0.1:9092"), 2),
+            ("log.dir", Some("./data"), 2),
+            ("log.dirs", None, 2),
+        ] {
+            let k = known(name);
+            assert_eq!((k.default.as_deref(), k.kind.type_code()), (default, type_code), "{name}");
+        }
+        let c = BrokerConfig::from_map(map(&[("broker.id", "7")])).unwrap();
+        assert_eq!(c.node_id, 7);
+        assert_eq!(c.known.iter().find(|k| k.name == "node.id").unwrap().default.as_deref(), Some("7"));
     }
 
     #[test]

@@ -328,15 +328,19 @@ impl TopicDefaults {
             }
         }
         // Kafka's precedence: log.retention.ms > .minutes > .hours; log.roll.ms > .hours.
+        // All are read (and described) whichever is set; the hours' default is 7 days.
+        let minutes = p.opt_i64("log.retention.minutes")?;
+        let hours = p.opt_i64_shown("log.retention.hours", 168)?;
+        let roll_hours = p.opt_i64_shown("log.roll.hours", 168)?;
         if !set.contains_key("retention.ms") {
-            if let Some(m) = p.opt_i64("log.retention.minutes")? {
+            if let Some(m) = minutes {
                 set.insert("retention.ms", (m * 60_000).to_string());
-            } else if let Some(h) = p.opt_i64("log.retention.hours")? {
+            } else if let Some(h) = hours {
                 set.insert("retention.ms", (h * 3_600_000).to_string());
             }
         }
         if !set.contains_key("segment.ms") {
-            if let Some(h) = p.opt_i64("log.roll.hours")? {
+            if let Some(h) = roll_hours {
                 set.insert("segment.ms", (h * 3_600_000).to_string());
             }
         }

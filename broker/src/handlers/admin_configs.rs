@@ -26,44 +26,6 @@ use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 
-/// Broker keys described for a BROKER resource, with their defaults (`None`: Kafka's
-/// default is null, as `broker.rack`'s; described with a null value while unset).
-const BROKER_KEYS: &[(&str, Option<&str>)] = &[
-    ("node.id", Some("0")),
-    ("listeners", Some("PLAINTEXT://127.0.0.1:9092")),
-    ("advertised.listeners", Some("")),
-    ("log.dirs", Some("./data")),
-    ("num.partitions", Some("1")),
-    ("default.replication.factor", Some("1")),
-    ("auto.create.topics.enable", Some("true")),
-    ("delete.topic.enable", Some("true")),
-    ("message.max.bytes", Some("1048588")),
-    ("socket.request.max.bytes", Some("104857600")),
-    ("log.retention.check.interval.ms", Some("300000")),
-    ("queued.max.requests", Some("500")),
-    ("queued.max.request.bytes", Some("268435456")),
-    ("max.connections", Some("2147483647")),
-    ("max.connections.per.ip", Some("2147483647")),
-    ("max.connections.per.ip.overrides", Some("")),
-    ("connections.max.idle.ms", Some("600000")),
-    ("socket.request.receive.timeout.ms", Some("60000")),
-    ("max.incremental.fetch.session.cache.slots", Some("1000")),
-    ("broker.rack", None),
-    ("process.roles", None),
-    ("controller.quorum.voters", Some("")),
-    ("controller.listener.names", None),
-    ("inter.broker.listener.name", None),
-    ("broker.heartbeat.interval.ms", Some("2000")),
-    ("broker.session.timeout.ms", Some("9000")),
-    ("replica.lag.time.max.ms", Some("30000")),
-    ("replica.fetch.max.bytes", Some("1048576")),
-    ("replica.fetch.min.bytes", Some("1")),
-    ("replica.fetch.wait.max.ms", Some("500")),
-    ("replica.selector.class", None),
-    ("auto.leader.rebalance.enable", Some("true")),
-    ("controlled.shutdown.enable", Some("true")),
-];
-
 /// Handles DescribeConfigs.
 pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let results = request
@@ -191,15 +153,21 @@ struct BrokerEntry<'a> {
 /// topic defaults with their dynamic values, sorted by name.
 fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
     let defaults = broker.topic_defaults();
-    let mut entries: Vec<BrokerEntry> = BROKER_KEYS
+    // The static keys: every key the configuration parser reads, but those described with
+    // their dynamic levels below and the per-listener ones (described when set).
+    let mut entries: Vec<BrokerEntry> = broker
+        .config
+        .known
         .iter()
-        .filter(|(k, _)| KEYS.iter().chain(CONNECTION_KEYS).all(|t| t.broker_key != *k))
-        .map(|(k, d)| {
-            let mut levels: Vec<_> = d.iter().map(|d| (d.to_string(), Source::Default)).collect();
-            if let Some(v) = broker.config.raw.get(*k) {
+        .filter(|k| {
+            crate::config::dynamic_broker_key(&k.name).is_none() && !k.name.starts_with("listener.name.")
+        })
+        .map(|k| {
+            let mut levels: Vec<_> = k.default.iter().map(|d| (d.clone(), Source::Default)).collect();
+            if let Some(v) = broker.config.raw.get(&k.name) {
                 levels.insert(0, (v.clone(), Source::StaticBroker));
             }
-            BrokerEntry { name: Cow::Borrowed(k), levels, kind: Kind::Enum(&[]), dynamic: false }
+            BrokerEntry { name: Cow::Borrowed(k.name.as_str()), levels, kind: k.kind, dynamic: false }
         })
         .collect();
     entries.extend(KEYS.iter().map(|k| BrokerEntry {

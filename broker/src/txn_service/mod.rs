@@ -109,39 +109,20 @@ impl std::fmt::Debug for Command {
     }
 }
 
+/// The coordinator's settings: the configured ones, with the partition counts the internal
+/// topics really have once they exist (the ids hash over those).
 fn txn_config(broker: &Broker) -> TxnConfig {
-    let raw = &broker.config.raw;
-    let get = |k: &str| raw.get(k).and_then(|v| v.parse::<i64>().ok());
-    let d = TxnConfig::default();
     let image = broker.metadata.current();
-    let topic_partitions = |name: &str, configured: Option<i64>, default: i32| {
-        image.topic(name).map_or(configured.map_or(default, |v| v as i32), |t| t.partitions.len() as i32)
-    };
+    let partitions =
+        |name: &str, configured: i32| image.topic(name).map_or(configured, |t| t.partitions.len() as i32);
+    let c = &broker.config.coordinators.txn;
     TxnConfig {
-        transaction_state_log_num_partitions: topic_partitions(
+        transaction_state_log_num_partitions: partitions(
             TRANSACTION_STATE,
-            get("transaction.state.log.num.partitions"),
-            d.transaction_state_log_num_partitions,
+            c.transaction_state_log_num_partitions,
         ),
-        offsets_topic_num_partitions: topic_partitions(
-            CONSUMER_OFFSETS,
-            get("offsets.topic.num.partitions"),
-            d.offsets_topic_num_partitions,
-        ),
-        transaction_max_timeout_ms: get("transaction.max.timeout.ms")
-            .map_or(d.transaction_max_timeout_ms, |v| v as i32),
-        transactional_id_expiration_ms: get("transactional.id.expiration.ms")
-            .unwrap_or(d.transactional_id_expiration_ms),
-        abort_timed_out_transaction_cleanup_interval_ms: get(
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-        )
-        .unwrap_or(d.abort_timed_out_transaction_cleanup_interval_ms),
-        remove_expired_transaction_cleanup_interval_ms: get(
-            "transaction.remove.expired.transaction.cleanup.interval.ms",
-        )
-        .unwrap_or(d.remove_expired_transaction_cleanup_interval_ms),
-        two_phase_commit_enable: broker.config.transaction_two_phase_commit_enable,
-        ..d
+        offsets_topic_num_partitions: partitions(CONSUMER_OFFSETS, c.offsets_topic_num_partitions),
+        ..c.clone()
     }
 }
 
@@ -183,7 +164,7 @@ impl TxnService {
             TRANSACTION_STATE,
             self.state_partitions,
             c.transaction_state_log_replication_factor,
-            "transaction.state.log.segment.bytes",
+            broker.config.coordinators.transaction_state_log_segment_bytes,
             &[
                 ("compression.type", "uncompressed".to_string()),
                 ("min.insync.replicas", c.transaction_state_log_min_isr.to_string()),
