@@ -9,7 +9,6 @@
 //! The broker binary comes from `STRATA_BIN`, else `target/release/strata`, else
 //! `target/debug/strata`; if none exists the test fails and says how to build it.
 
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -62,6 +61,8 @@ impl Broker {
             .args(["--override", &format!("listeners={listener}")])
             .args(["--override", &format!("advertised.listeners={listener}")])
             .args(["--override", &format!("log.dirs={}", dir.path().join("data").display())])
+            // Two brokers run at once here; neither needs the metrics port.
+            .args(["--override", "metrics.listener="])
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
@@ -69,7 +70,17 @@ impl Broker {
             .expect("spawning strata");
         let mut broker = Broker { child, port, dir };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        // Ready once it answers ApiVersions: a bare connect can succeed before the broker
+        // listens (another test's free_port probing the same port for a moment, or a
+        // loopback connect to a port in the ephemeral range meeting itself), and then
+        // strata-perf's first connection was refused.
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let answers = || {
+            strata_tests::RawConn::connect(addr)
+                .and_then(|mut c| c.api_versions(0))
+                .is_ok_and(|r| r.error_code == 0)
+        };
+        while !answers() {
             if let Ok(Some(status)) = broker.child.try_wait() {
                 panic!("strata exited with {status} before listening:\n{}", broker.log());
             }
