@@ -392,11 +392,11 @@ impl<'a> Parser<'a> {
 
     /// The raw value of `key`, if set (a key whose default is null).
     pub fn opt_string(&mut self, key: &str) -> Option<String> {
-        self.read(key, None, STRING)
+        self.read(key, None, topic::Kind::STRING)
     }
 
     fn string(&mut self, key: &str, default: &str) -> String {
-        self.read(key, Some(default.to_string()), STRING).unwrap_or_else(|| default.to_string())
+        self.read(key, Some(default.to_string()), topic::Kind::STRING).unwrap_or_else(|| default.to_string())
     }
 
     fn parse_i64(&self, key: &str, value: Option<String>) -> Result<Option<i64>, ConfigError> {
@@ -442,9 +442,6 @@ impl<'a> Parser<'a> {
         }
     }
 }
-
-/// A free-form string (DescribeConfigs' STRING type).
-const STRING: topic::Kind = topic::Kind::Enum(&[]);
 
 #[cfg(test)]
 mod tests {

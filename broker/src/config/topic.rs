@@ -33,6 +33,9 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// A free-form string (no fixed set of words): DescribeConfigs' STRING.
+    pub const STRING: Kind = Kind::Enum(&[]);
+
     /// Kafka's ConfigType code (DescribeConfigs v3+).
     pub fn type_code(self) -> i8 {
         match self {

@@ -83,7 +83,7 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                                 continue;
                             }
                             let kind =
-                                crate::config::dynamic_broker_key(name).map_or(Kind::Enum(&[]), |k| k.kind);
+                                crate::config::dynamic_broker_key(name).map_or(Kind::STRING, |k| k.kind);
                             let source = Source::DynamicDefaultBroker;
                             let synonyms = if request.include_synonyms {
                                 vec![synonym(name, value, source as i8)]
@@ -153,15 +153,13 @@ struct BrokerEntry<'a> {
 /// topic defaults with their dynamic values, sorted by name.
 fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
     let defaults = broker.topic_defaults();
-    // The static keys: every key the configuration parser reads, but those described with
-    // their dynamic levels below and the per-listener ones (described when set).
+    // The static keys: every key the configuration parser reads but the dynamic ones,
+    // described below with their levels (a listener's own limits only when set).
     let mut entries: Vec<BrokerEntry> = broker
         .config
         .known
         .iter()
-        .filter(|k| {
-            crate::config::dynamic_broker_key(&k.name).is_none() && !k.name.starts_with("listener.name.")
-        })
+        .filter(|k| crate::config::dynamic_broker_key(&k.name).is_none())
         .map(|k| {
             let mut levels: Vec<_> = k.default.iter().map(|d| (d.clone(), Source::Default)).collect();
             if let Some(v) = broker.config.raw.get(&k.name) {
@@ -225,7 +223,7 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
             None => BrokerEntry {
                 name: Cow::Owned(name.to_string()),
                 levels: file.map(|v| vec![(v.clone(), Source::StaticBroker)]).unwrap_or_default(),
-                kind: Kind::Enum(&[]),
+                kind: Kind::STRING,
                 dynamic: false,
             },
         };
