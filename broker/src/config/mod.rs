@@ -1,11 +1,13 @@
 //! Broker configuration: Kafka's `server.properties` keys, parsed once into a typed
 //! struct. Unknown keys are warned about; an invalid value stops start-up with an error
-//! that names the key and the value.
+//! that names the key and the value, and so does a security setting (TLS, SASL, ACLs),
+//! which Strata cannot honour yet (see [`security`]).
 
 pub mod cluster;
 pub mod connections;
 pub mod coordinators;
 mod properties;
+pub mod security;
 pub mod topic;
 
 pub use properties::parse_properties;
@@ -51,6 +53,16 @@ pub enum ConfigError {
     /// A line of the properties file or an override was not `key=value`.
     #[error("malformed configuration entry {0:?}: expected key=value")]
     Malformed(String),
+    /// A key asks for something Strata does not implement yet (TLS, SASL, ACLs): the
+    /// broker refuses to start rather than ignore it. The value is not repeated, as it
+    /// may be a password.
+    #[error("configuration key {key}: {reason}")]
+    Unsupported {
+        /// The key (for a listener, the key that names it: `listeners`, ...).
+        key: String,
+        /// What was asked for and why the broker stops.
+        reason: String,
+    },
 }
 
 /// One listener, as in `listeners=PLAINTEXT://host:port`.
@@ -149,7 +161,6 @@ impl Default for BrokerConfig {
 /// Keys Kafka knows that Strata accepts without acting on them (no warning).
 const ACCEPTED_KEYS: &[&str] = &[
     "controller.quorum.bootstrap.servers",
-    "listener.security.protocol.map",
     "num.network.threads",
     "num.io.threads",
     "socket.send.buffer.bytes",
@@ -163,6 +174,7 @@ const ACCEPTED_KEYS: &[&str] = &[
 impl BrokerConfig {
     /// Builds the configuration from `key=value` pairs (file entries then overrides).
     pub fn from_map(raw: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
+        security::check_keys(&raw)?;
         let mut p = Parser::new(&raw);
         // node.id, else broker.id, else 0; described as the id in use while unset.
         let broker_id = p.opt_i64("broker.id")?;
@@ -174,6 +186,7 @@ impl BrokerConfig {
             Some(v) => parse_listeners("advertised.listeners", &v)?,
             None => listeners.iter().filter(|l| !cluster.is_controller_listener(&l.name)).cloned().collect(),
         };
+        security::check_listeners(&mut p, &listeners, &advertised_listeners, &cluster)?;
         // log.dirs, else log.dir; both read so that both are described.
         let dir = p.string("log.dir", "./data");
         let dirs = p.opt_string("log.dirs").unwrap_or(dir);

@@ -89,7 +89,16 @@ impl ControllerState {
 const BROKER: i8 = 4;
 
 /// The topic key whose broker-level default `name` is, if `name` can change at run time.
+/// A security key (`ssl.*`, `sasl.*`, `listener.name.<l>.<mechanism>.sasl.jaas.config`,
+/// `super.users`, ...) is refused with INVALID_CONFIG and a reason of its own: Kafka would
+/// apply it, Strata cannot yet, and it must never be stored and silently ignored.
 fn dynamic_broker_key(name: &str) -> Result<&'static Key, (ErrorCode, String)> {
+    if crate::config::security::is_security_key(name) {
+        return Err((
+            ErrorCode::InvalidConfig,
+            format!("{name}: security settings (TLS, SASL, ACLs) are not supported yet"),
+        ));
+    }
     crate::config::dynamic_broker_key(name).ok_or_else(|| {
         (ErrorCode::InvalidRequest, format!("Cannot update these configs dynamically: {name}"))
     })
@@ -230,6 +239,35 @@ mod tests {
         assert!(!image.broker_configs.contains_key("2"));
         let snapshot = MetadataImage::from_snapshot(image.to_snapshot());
         assert_eq!(snapshot.broker_configs, image.broker_configs, "kept in snapshots");
+    }
+
+    #[test]
+    fn security_keys_are_refused_with_invalid_config_and_never_stored() {
+        use strata_protocol::messages::alter_configs::AlterableConfig;
+        let (image, state) = cluster(&[1]);
+        let image = Arc::new(image);
+        for key in ["ssl.keystore.location", "listener.name.client.plain.sasl.jaas.config", "super.users"] {
+            for name in ["", "1"] {
+                let (records, outcomes) = state.incremental_alter_configs(
+                    &image,
+                    &[broker_resource(name, vec![op(key, 0, Some("x"))])],
+                    false,
+                );
+                let (code, message) = outcomes[0].clone().unwrap_err();
+                assert_eq!(code, ErrorCode::InvalidConfig, "{key}");
+                assert!(message.contains(key) && message.contains("not supported yet"), "{message}");
+                assert!(records.is_empty(), "{key}: {records:?}");
+                // Legacy AlterConfigs too.
+                let legacy = AlterConfigsResource {
+                    resource_type: BROKER,
+                    resource_name: name.into(),
+                    configs: vec![AlterableConfig { name: key.into(), value: Some("x".into()) }],
+                };
+                let (records, outcomes) = state.alter_configs(&image, &[legacy], false);
+                assert_eq!(outcomes[0].clone().unwrap_err().0, ErrorCode::InvalidConfig, "{key}");
+                assert!(records.is_empty(), "{key}: {records:?}");
+            }
+        }
     }
 
     #[test]
