@@ -10,9 +10,15 @@ IncrementalAlterConfigs (SET / DELETE) take effect as DescribeConfigs then shows
 CreatePartitions grows a topic and refuses to shrink it; DeleteTopics removes the topic and its
 files; DeleteRecords moves the log start offset, after which reads below it get
 OFFSET_OUT_OF_RANGE (1) or follow auto.offset.reset; DescribeCluster describes the single node.
+A security setting (a non-PLAINTEXT listener, written so or mapped, `ssl.*`, `sasl.*`, a
+listener's JAAS config, `super.users`, ...), from `--override` or a server.properties file, stops
+the broker before it serves, with an error naming the key and never its value.
 """
 
 from __future__ import annotations
+
+import os
+import subprocess
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -21,7 +27,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 import util
 import wire
-from broker import Broker
+from broker import Broker, free_port, strata_bin
 from util import Rec, assert_records, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -245,6 +251,72 @@ def test_a_bad_coordinator_or_cleaner_setting_stops_the_broker_naming_the_key(tm
     assert b.proc.returncode != 0
     log = b.log_text()
     assert key in log and value in log, log[-2000:]
+
+
+
+# A broker given Kafka's security settings once started, warned "unknown configuration key
+# ignored" for each, and served every listener in plaintext without authentication.
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="jaas-s3cret";'
+
+
+def stderr_without_command_line(b: Broker) -> str:
+    """The broker's log without the `$ strata --override ...` line the harness writes first,
+    which repeats the values given."""
+    return "\n".join(line for line in b.log_text().splitlines() if not line.startswith("$ "))
+
+
+@pytest.mark.parametrize("overrides,named", [
+    ({"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"}, ["listeners", "SSL://127.0.0.1:0"]),
+    ({"listeners": "PLAINTEXT://127.0.0.1:0,CLIENT://127.0.0.1:0",
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL"},
+     ["listeners", "CLIENT://127.0.0.1:0", "SASL_SSL"]),
+    ({"security.inter.broker.protocol": "SASL_PLAINTEXT"}, ["security.inter.broker.protocol"]),
+    ({"ssl.keystore.location": "/etc/kafka/broker.jks"}, ["ssl.keystore.location"]),
+    ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS},
+     ["listener.name.sasl_plaintext.plain.sasl.jaas.config"]),
+    ({"super.users": "User:admin"}, ["super.users"]),
+], ids=["ssl-listener", "mapped-listener", "inter-broker", "ssl-key", "jaas", "super-users"])
+def test_a_security_setting_stops_the_broker_naming_the_key(tmp_path, overrides, named):
+    b = Broker(tmp_path / "secured")
+    b.overrides = overrides
+    b.spawn()
+    try:
+        rc = b.proc.wait(timeout=30)  # a broker that serves instead fails the test here
+    finally:
+        b.kill()
+    assert rc != 0, b.log_text()[-2000:]
+    log = stderr_without_command_line(b)
+    assert "not supported yet" in log, log[-2000:]
+    for name in named:
+        assert name in log, (name, log[-2000:])
+    assert "jaas-s3cret" not in log, "a secret was printed"
+
+
+def test_kafkas_secured_server_properties_stop_the_broker_before_it_serves(tmp_path):
+    ports = [free_port() for _ in range(3)]
+    props = tmp_path / "server.properties"
+    props.write_text(f"""
+node.id=0
+log.dirs={tmp_path / "data"}
+metrics.listener=
+listeners=PLAINTEXT://127.0.0.1:{ports[0]},SASL_PLAINTEXT://127.0.0.1:{ports[1]},SSL://127.0.0.1:{ports[2]}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL
+ssl.keystore.location=/etc/kafka/broker.keystore.jks
+ssl.keystore.password=keystore-s3cret
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin
+""")
+    p = subprocess.run([str(strata_bin()), str(props)], stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=30, env={**os.environ, "NO_COLOR": "1"})
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    # One error naming every key (the first, then the others), never their values.
+    assert "configuration key authorizer.class.name" in p.stderr and "not supported yet" in p.stderr, p.stderr
+    for key in ("ssl.keystore.location", "ssl.keystore.password", "sasl.enabled.mechanisms",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config", "super.users"):
+        assert key in p.stderr, (key, p.stderr)
+    assert "s3cret" not in p.stderr, p.stderr
 
 
 def test_confluent_create_partitions(broker):

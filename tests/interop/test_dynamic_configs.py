@@ -13,7 +13,9 @@ reads back intact with librdkafka and kafka-python.
 `max.connections.per.ip.overrides` and `max.connections` change at run time (one broker's
 value, the cluster default): a connection past the new per-address limit is closed, one past
 `max.connections` waits in the backlog until the limit is lifted, connections already open stay
-served, and DescribeConfigs shows each with its source beside the static ones.
+served, and DescribeConfigs shows each with its source beside the static ones. A security key
+(`ssl.*`, a listener's SASL JAAS config, `super.users`, `authorizer.class.name`) is refused at run
+time with INVALID_CONFIG (40), through IncrementalAlterConfigs and AlterConfigs, and not stored.
 `max.connection.creation.rate` paces new connections (from server.properties, then one broker's
 dynamic value) and refuses a negative rate with INVALID_CONFIG. A listener's own
 `listener.name.plaintext.max.connections` and `.max.connection.creation.rate` change at run time
@@ -145,6 +147,31 @@ def test_topic_compression_type_recompresses_and_dynamic_broker_defaults_apply(b
     for topic, recs in sent.items():
         assert_records(recs, util.confluent_read(b.bootstrap, topic, 0, len(recs)))
         assert_records(recs, util.kafka_python_read(b.bootstrap, topic, 0, len(recs)))
+
+
+
+def test_a_security_key_is_refused_at_run_time_and_never_stored(broker_factory):
+    # Strata serves neither TLS nor SASL nor ACLs: a security key set at run time would be
+    # stored and ignored, so it is refused as one in server.properties stops the broker.
+    b = broker_factory({})
+    a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b";'
+    for key, value in (("ssl.keystore.location", "/etc/kafka/broker.jks"),
+                       ("listener.name.plaintext.plain.sasl.jaas.config", jaas),
+                       ("super.users", "User:admin"),
+                       ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")):
+        assert set_broker(a, "0", key, value) == wire.INVALID_CONFIG, key
+        with wire.Conn(b.port) as conn:
+            code, message = wire.incremental_alter_configs_v0(conn, 4, "", [(key, 0, value)])
+        assert code == wire.INVALID_CONFIG and key in message and "not supported yet" in message, (code, message)
+        # Legacy AlterConfigs (replace all) too.
+        legacy = ConfigResource(ResourceType.BROKER, "0", set_config={key: value})
+        assert error_code_of(a.alter_configs([legacy])[legacy]) == wire.INVALID_CONFIG, key
+        entry = broker_configs(a, "0").get(key)
+        assert entry is None or entry.value in (None, ""), entry
+    # A dynamic key beside them still works.
+    assert set_broker(a, "0", "log.retention.ms", "3600000") == 0
+    wait_until(lambda: broker_configs(a, "0")["log.retention.ms"].value == "3600000", 20, "retention set")
 
 
 def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(broker_factory):
