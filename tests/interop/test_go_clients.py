@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient
 
 import util
-from go_build import run
+from go_util import run
 
 pytestmark = pytest.mark.timeout(300)  # the first test also builds the Go programs
 

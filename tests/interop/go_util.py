@@ -1,5 +1,6 @@
 """Builds and runs the Go client programs of tests/interop/go (one Go module: go.mod and go.sum
-pin sarama, franz-go and kafka-go; one main package per client).
+pin sarama, franz-go and kafka-go; one main package per client), and the librdkafka helpers
+that their tests (test_go_*.py) check them with.
 
 The build is offline: scripts/test.sh downloads the modules once (`go mod download`), and here
 `GOPROXY=off GOFLAGS=-mod=readonly` makes a missing module or a go.mod that would need changing
@@ -9,11 +10,15 @@ least go.mod's `go` line."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 GO_DIR = Path(__file__).parent / "go"
 PROGRAMS = ("sarama_client", "franz_client", "kafkago_client")
@@ -70,3 +75,48 @@ def run(binary: Path, *args: str, timeout: float = 120) -> list[str]:
     r = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"{binary.name} {' '.join(args)} failed ({r.returncode}):\n{r.stderr[-3000:]}"
     return r.stdout.splitlines()
+
+
+def records(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(partition, offset, value) of each "partition offset value" line."""
+    out = []
+    for line in lines:
+        p, o, v = line.split(" ", 2)
+        out.append((int(p), int(o), v))
+    return out
+
+
+def tagged_json(lines: list[str], tag: str) -> dict:
+    """The JSON of the one "TAG {json}" line a program printed."""
+    found = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith(tag + " ")]
+    assert len(found) == 1, f"one {tag!r} line expected in {lines[-5:]}"
+    return found[0]
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, n: int, isolation: str = "read_uncommitted",
+             timeout: float = 60) -> list[tuple[int, int, str]]:
+    """Reads `n` records from the start of every partition with librdkafka (assigned, no group)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False,
+                  "isolation.level": isolation, "fetch.wait.max.ms": 100})
+    out = []
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while len(out) < n:
+            assert time.monotonic() < deadline, f"librdkafka ({isolation}) read {len(out)} of {n} in {timeout}s"
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            out.append((m.partition(), m.offset(), m.value().decode()))
+    finally:
+        c.close()
+    return out
+
+
+def produce_rd(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    """Writes "rd-<i>" to partition i mod `partitions` with librdkafka, for i < `n`."""
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(n):
+        p.produce(topic, value=f"rd-{i}".encode(), partition=i % partitions)
+    assert p.flush(15) == 0
