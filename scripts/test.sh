@@ -6,10 +6,13 @@
 # with real clients (confluent-kafka, kafka-python, aiokafka, kafkajs, kcat).
 #
 # Installs what the tests need first, idempotently (fast when already there):
-#   - kcat, prometheus (promtool), burrow and zookeeper, Go and sarama (Debian packages), and
-#     node/npm or python3-venv if missing;
+#   - kcat, prometheus (promtool), burrow and zookeeper (Debian packages), and node/npm or
+#     python3-venv if missing;
 #   - a Python venv at .venv with tests/interop/requirements.txt;
-#   - tests/interop/js/node_modules via `npm ci` (package-lock.json is committed).
+#   - tests/interop/js/node_modules via `npm ci` (package-lock.json is committed);
+#   - the Go modules of tests/interop/go (sarama, franz-go, kafka-go; go.sum is committed) via
+#     `go mod download` into Go's default module cache, with the preinstalled Go
+#     (/usr/local/go), which must be at least go.mod's `go` line; the tests build them offline.
 #
 # Usage: scripts/test.sh [extra pytest args, e.g. -k crash -x]
 # Env:   STRATA_SKIP_INSTALL=1  skip the install step (offline re-runs)
@@ -36,6 +39,65 @@ apt_install() {
 
 hash_of() { sha256sum "$@" | sha256sum | cut -c1-16; }
 
+# The Go toolchain for tests/interop/go: the newest of the preinstalled /usr/local/go and a `go`
+# on PATH, never one Go would download (GOTOOLCHAIN=local). Prints its path; fails if none is at
+# least go.mod's `go` line.
+GO_MOD_DIR="tests/interop/go"
+go_version_of() { GOTOOLCHAIN=local "$1" env GOVERSION 2>/dev/null | sed 's/^go//'; }
+version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]; } # $1 >= $2
+pick_go() {
+    local want best="" best_v="0" g v
+    want=$(sed -n 's/^go \([0-9.]*\).*/\1/p' "$GO_MOD_DIR/go.mod")
+    for g in /usr/local/go/bin/go "$(command -v go 2>/dev/null)"; do
+        [ -n "$g" ] && [ -x "$g" ] || continue
+        v=$(go_version_of "$g") || continue
+        if [ -n "$v" ] && version_ge "$v" "$want" && ! version_ge "$best_v" "$v"; then
+            best=$g best_v=$v
+        fi
+    done
+    [ -n "$best" ] && echo "$best"
+}
+
+install_go_modules() {
+    local go want
+    want=$(sed -n 's/^go \([0-9.]*\).*/\1/p' "$GO_MOD_DIR/go.mod")
+    go=$(pick_go)
+    if [ -z "$go" ]; then
+        # This machine kind ships Go in /usr/local/go; Debian's golang-go is a last resort,
+        # taken only if the version apt would install is new enough for go.mod.
+        local onpath; onpath=$(command -v go 2>/dev/null) && onpath="$onpath ($(go_version_of "$onpath"))"
+        echo "no Go >= $want found (tests/interop/go/go.mod; looked at /usr/local/go/bin/go and at" \
+            "PATH's: ${onpath:-none})" >&2
+        [ "$APT_UPDATED" = 1 ] || { apt-get update -qq && APT_UPDATED=1; } || return 1
+        local cand; cand=$(apt-cache policy golang-go | sed -n 's/^ *Candidate: *\(.*\)/\1/p' \
+            | sed 's/^[0-9]*://; s/[~+-].*//')
+        if [ -n "$cand" ] && [ "$cand" != "(none)" ] && version_ge "$cand" "$want"; then
+            log "installing golang-go $cand (apt; no preinstalled Go >= $want)"
+            apt_install golang-go || return 1
+            go=$(pick_go)
+        fi
+        if [ -z "$go" ]; then
+            echo "FATAL: the Go tests need Go >= $want (Debian offers golang-go ${cand:-none});" \
+                "install it in /usr/local/go" >&2
+            return 1
+        fi
+    fi
+    # Stamped in the module cache itself, so wiping the cache (go clean -modcache) also forgets
+    # the stamp; named by the hash, so worktrees with different go.sum do not thrash one file.
+    local gwant modcache stamp
+    gwant=$(hash_of "$GO_MOD_DIR/go.mod" "$GO_MOD_DIR/go.sum")
+    modcache=$(GOTOOLCHAIN=local "$go" env GOMODCACHE) || return 1
+    stamp="$modcache/cache/strata-interop-go-$gwant"
+    if [ ! -f "$stamp" ]; then
+        log "downloading the Go modules of $GO_MOD_DIR ($(GOTOOLCHAIN=local "$go" version))"
+        # Then build offline, as the tests do: proves nothing is missing and warms the build cache.
+        (cd "$GO_MOD_DIR" && GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=readonly "$go" mod download &&
+            GOTOOLCHAIN=local GOWORK=off GOPROXY=off GOFLAGS="-mod=readonly -buildvcs=false" "$go" build ./...) ||
+            return 1
+        touch "$stamp"
+    fi
+}
+
 install_deps() {
     if ! command -v kcat >/dev/null 2>&1; then
         log "installing kcat (apt)"
@@ -51,11 +113,6 @@ install_deps() {
     if ! command -v Burrow >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ]; then
         log "installing burrow and zookeeper (apt)"
         apt_install burrow zookeeper || return 1
-    fi
-    # Go's sarama client in tests/interop/test_go_clients.py, built with Debian's Go.
-    if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/Shopify/sarama ]; then
-        log "installing golang-go and sarama (apt)"
-        apt_install golang-go golang-github-shopify-sarama-dev || return 1
     fi
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         log "installing nodejs and npm (apt)"
@@ -74,6 +131,8 @@ install_deps() {
         .venv/bin/python -m pip install -q --disable-pip-version-check -r "$req" || return 1
         echo "$want" >"$stamp"
     fi
+
+    install_go_modules || return 1
 
     local js="tests/interop/js" jstamp="tests/interop/js/node_modules/.strata-lock"
     local jwant; jwant=$(hash_of "$js/package-lock.json")

@@ -3,6 +3,7 @@
 - `broker`: a fresh `strata` process (own port, own tmp data dir), stopped with SIGTERM at the end
   of the test, which also checks that it exits cleanly.
 - `module_broker`: one broker shared by all tests of a module.
+- `go_clients`: the Go client programs of tests/interop/go, built once per session (go_util.py).
 - `broker_factory(overrides)`: the same with extra `--override key=value` settings (names use
   dots: pass a dict, e.g. broker_factory({"log.retention.check.interval.ms": "500"})).
 
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from broker import Broker  # noqa: E402
 from cluster import Cluster  # noqa: E402
+import go_util  # noqa: E402
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -50,6 +52,13 @@ def strata_starts(tmp_path_factory) -> str | None:
         b.kill()
         return f"{type(e).__name__}: {e}\n{b.log_tail(60)}"
     return None
+
+
+@pytest.fixture(scope="session")
+def go_clients(tmp_path_factory) -> dict[str, Path]:
+    """name -> binary of each Go client program (sarama_client, franz_client, kafkago_client),
+    built offline from the module in tests/interop/go once per session."""
+    return go_util.build(tmp_path_factory.mktemp("go"))
 
 
 @pytest.fixture

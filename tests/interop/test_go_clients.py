@@ -1,54 +1,32 @@
-"""Go clients: sarama 1.22 (Debian's golang-github-shopify-sarama-dev, built here with Debian's
-Go toolchain from tests/interop/go/sarama_client.go) against the real binary. Its idempotent
+"""Go: IBM/sarama (the version pinned in tests/interop/go/go.mod, built offline by the
+`go_clients` fixture from tests/interop/go/sarama_client/) against the real binary, configured
+as for Kafka 4.0 (`Config.Version`), so it sends current request versions. Its idempotent
 producer (and its plain one) writes what librdkafka reads back, densely, in order per
 partition; its consumer group reads what librdkafka wrote and commits exactly the offsets it
-read (OffsetCommit v1, as sarama sends it).
+read.
 
-segmentio/kafka-go is packaged in Debian only at 0.2.1 (2018); it is not tested here."""
+franz-go is tested in test_go_franz.py and segmentio/kafka-go in test_go_kafkago.py."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 import util
+from go_util import run
 
-GO_SOURCE = Path(__file__).parent / "go" / "sarama_client.go"
-SARAMA = Path("/usr/share/gocode/src/github.com/Shopify/sarama")
-
-
-@pytest.fixture(scope="module")
-def sarama_client(tmp_path_factory) -> Path:
-    if shutil.which("go") is None or not SARAMA.is_dir():
-        pytest.skip("go or sarama is not installed (scripts/test.sh installs them with apt)")
-    out = tmp_path_factory.mktemp("go") / "sarama_client"
-    env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode",
-               GOCACHE=str(tmp_path_factory.mktemp("gocache")), GOFLAGS="")
-    r = subprocess.run(["go", "build", "-o", str(out), str(GO_SOURCE)], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, f"go build failed:\n{r.stderr[-3000:]}"
-    return out
-
-
-def run(client: Path, *args: str, timeout: float = 120) -> list[str]:
-    r = subprocess.run([str(client), *args], capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"sarama_client {' '.join(args)} failed:\n{r.stderr[-3000:]}"
-    return r.stdout.splitlines()
+pytestmark = pytest.mark.timeout(300)  # the first test also builds the Go programs
 
 
 @pytest.mark.parametrize("mode", ["idempotent", "plain"])
-def test_sarama_producer_writes_what_librdkafka_reads(broker, sarama_client, mode):
+def test_sarama_producer_writes_what_librdkafka_reads(broker, go_clients, mode):
     topic, n = util.unique_topic(f"go-{mode}"), 200
     util.create_topic(broker.bootstrap, topic, partitions=3)
     args = ["produce", broker.bootstrap, topic, str(n)] + (["idempotent"] if mode == "idempotent" else [])
-    acks = [tuple(map(int, line.split())) for line in run(sarama_client, *args)]
+    acks = [tuple(map(int, line.split())) for line in run(go_clients["sarama_client"], *args)]
     assert len(acks) == n
     by_partition = defaultdict(list)
     for partition, offset in acks:
@@ -71,7 +49,7 @@ def test_sarama_producer_writes_what_librdkafka_reads(broker, sarama_client, mod
         c.close()
 
 
-def test_sarama_group_consumer_commits_what_it_read(broker, sarama_client):
+def test_sarama_group_consumer_commits_what_it_read(broker, go_clients):
     topic, group, n = util.unique_topic("go-group"), "g-sarama", 90
     util.create_topic(broker.bootstrap, topic, partitions=3)
     p = Producer({"bootstrap.servers": broker.bootstrap})
@@ -79,7 +57,7 @@ def test_sarama_group_consumer_commits_what_it_read(broker, sarama_client):
         p.produce(topic, value=f"rd-{i}".encode(), partition=i % 3)
     assert p.flush(15) == 0
 
-    lines = run(sarama_client, "consume", broker.bootstrap, topic, group, str(n))
+    lines = run(go_clients["sarama_client"], "consume", broker.bootstrap, topic, group, str(n))
     values = [line.split(" ", 2)[2] for line in lines]
     assert sorted(values) == sorted(f"rd-{i}" for i in range(n)), "each record once"
 

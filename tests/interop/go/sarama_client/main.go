@@ -1,12 +1,13 @@
-// A small sarama (Debian's golang-github-shopify-sarama-dev) program driven by
+// A small IBM/sarama program (the version in ../go.mod) driven by
 // tests/interop/test_go_clients.py against the real strata binary:
 //
 //	sarama_client produce BOOTSTRAP TOPIC N [idempotent]
 //	    sends N records ("go-<i>", key "k<i>") with a sync producer (acks=all), prints
 //	    one "partition offset" line per acknowledgement;
 //	sarama_client consume BOOTSTRAP TOPIC GROUP N
-//	    joins GROUP, reads N records from the oldest offset, marks and commits them,
-//	    prints one "partition offset value" line per record, and leaves the group.
+//	    joins GROUP, reads N records from the oldest offset, marks them and commits
+//	    them synchronously, prints one "partition offset value" line per record, and
+//	    leaves the group.
 package main
 
 import (
@@ -17,12 +18,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/Shopify/sarama"
+	"github.com/IBM/sarama"
 )
 
 func config() *sarama.Config {
 	c := sarama.NewConfig()
-	c.Version = sarama.V2_1_0_0
+	// The request versions sarama sends follow Config.Version (its default is 2.8):
+	// 4.0 makes it speak as to a current Kafka.
+	c.Version = sarama.V4_0_0_0
 	c.ClientID = "strata-interop-sarama"
 	c.Producer.Return.Successes = true
 	c.Producer.RequiredAcks = sarama.WaitForAll
@@ -33,7 +36,7 @@ func config() *sarama.Config {
 	return c
 }
 
-func fail(format string, args ...interface{}) {
+func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", args...)
 	os.Exit(1)
 }
@@ -77,6 +80,9 @@ func (h *handler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Consu
 			s.MarkMessage(m, "")
 			h.left--
 			if h.left == 0 {
+				// A synchronous OffsetCommit of what was marked, not left to the
+				// commit interval.
+				s.Commit()
 				close(h.done)
 			}
 		}
