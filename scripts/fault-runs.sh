@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
 # The longer cluster fault runs: the kill -9 nemesis workload over many seeds and longer runs,
-# then the replication and coordinator-failover tests repeated. CI runs the same tests at a small
-# size (two seeds of 25 s, each test once) inside scripts/test.sh; this is for a soak before a
+# then the harsh mixed workload over many seeds, then the replication and coordinator-failover
+# tests repeated. CI runs the same tests at a small size (two queue seeds of 25 s, one harsh seed
+# of 30 s, each test once) inside scripts/test.sh; this is for a soak before a
 # release or after touching replication.
 #
-# Usage: scripts/fault-runs.sh [SEEDS] [SECONDS] [REPEATS]
-#   SEEDS    nemesis seeds, a count (first N from 1) or a comma list   (default 20)
-#   SECONDS  nemesis duration per seed                                 (default 60)
-#   REPEATS  times to repeat test_replication + test_cluster_coordinators (default 3)
+# Usage: scripts/fault-runs.sh [SEEDS] [SECONDS] [REPEATS] [HARSH_SEEDS] [HARSH_SECONDS]
+#   SEEDS          nemesis seeds, a count (first N from 1) or a comma list   (default 20)
+#   SECONDS        nemesis duration per seed                                 (default 60)
+#   REPEATS        times to repeat test_replication + test_cluster_coordinators (default 3)
+#   HARSH_SEEDS    seeds of the harsh mixed workload (4 partitions, fast idempotent and
+#                  transactional writers, a kill every 2-6 s), a count or a list (default 50)
+#   HARSH_SECONDS  its duration per seed                                     (default 120)
+# Env: STRATA_HARSH_RATE records/s per idempotent producer (default 2000).
+# Every cluster test ends with the replica audit (tests/interop/replica_audit.py).
 # Needs what scripts/test.sh installs (.venv, kcat); builds the release broker.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${1:-20}
 SECONDS_PER_SEED=${2:-60}
 REPEATS=${3:-3}
+HARSH_SEEDS=${4:-50}
+HARSH_SECONDS=${5:-120}
 if [[ "$SEEDS" =~ ^[0-9]+$ ]]; then
     SEEDS=$(seq -s, 1 "$SEEDS")
+fi
+if [[ "$HARSH_SEEDS" =~ ^[0-9]+$ ]]; then
+    HARSH_SEEDS=$(seq -s, 1 "$HARSH_SEEDS")
 fi
 
 cargo build --release -p strata-broker --bin strata || exit 1
@@ -25,7 +36,10 @@ export STRATA_BIN="$PWD/target/release/strata"
 FAILED=0
 echo "==> nemesis: seeds $SEEDS, ${SECONDS_PER_SEED}s each"
 STRATA_NEMESIS_SEEDS=$SEEDS STRATA_NEMESIS_SECONDS=$SECONDS_PER_SEED \
-    .venv/bin/python -m pytest tests/interop/test_cluster_nemesis.py -p no:cacheprovider -ra || FAILED=1
+    .venv/bin/python -m pytest tests/interop/test_cluster_nemesis.py -k queue_workload -p no:cacheprovider -ra || FAILED=1
+echo "==> harsh mixed workload: seeds $HARSH_SEEDS, ${HARSH_SECONDS}s each"
+STRATA_HARSH_SEEDS=$HARSH_SEEDS STRATA_HARSH_SECONDS=$HARSH_SECONDS STRATA_HARSH_RATE=${STRATA_HARSH_RATE:-2000} \
+    .venv/bin/python -m pytest tests/interop/test_cluster_nemesis.py -k harsh -p no:cacheprovider -ra || FAILED=1
 for i in $(seq 1 "$REPEATS"); do
     echo "==> replication and coordinator failover, round $i of $REPEATS"
     .venv/bin/python -m pytest tests/interop/test_replication.py tests/interop/test_cluster_coordinators.py \

@@ -116,7 +116,8 @@ def module_broker(tmp_path_factory, strata_starts) -> Broker:
 def cluster_factory(request, tmp_path, strata_starts):
     """`cluster_factory(size=3, overrides=None, proxies=False)`: a cluster of real strata processes
     (see cluster.py), started; every node is stopped with SIGTERM at the end of the test, which
-    also checks that each exits cleanly."""
+    also checks that each exits cleanly, and then the replica audit reads every node's logs: the
+    in-sync replicas agree below the high watermark and no log holds a producer batch twice."""
     if strata_starts is not None:
         pytest.fail(f"strata could not start a default single-node broker: {strata_starts}", pytrace=False)
     made: list[Cluster] = []
@@ -132,9 +133,15 @@ def cluster_factory(request, tmp_path, strata_starts):
 
     yield make
 
+    call_rep = getattr(request.node, "rep_call", None)
+    passed = call_rep is not None and call_rep.passed
+    in_sync = [c.in_sync_replicas() if passed else None for c in made]
     errors = []
     for c in made:
         errors += c.stop_all()
-    call_rep = getattr(request.node, "rep_call", None)
-    if errors and call_rep is not None and call_rep.passed:
+    if errors and passed:
         pytest.fail("clean shutdown failed: " + "; ".join(errors))
+    # Every cluster test ends with the replica audit of what the nodes wrote (replica_audit.py).
+    problems = [f"{c.workdir.name}: {p}" for c, isr in zip(made, in_sync) if passed for p in c.audit(isr)]
+    if problems:
+        pytest.fail("replica audit failed:\n" + "\n".join(problems[:20]), pytrace=False)

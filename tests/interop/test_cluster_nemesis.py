@@ -7,8 +7,17 @@ history checker must find nothing: no lost or duplicated acknowledged write, no 
 offsets, no reordering within a producer, no non-monotonic or skipping poll within a consumer
 session.
 
+The harsher mixed workload (issue: a block of records duplicated under kill -9) writes 4
+partitions with fast idempotent producers (linger 2 ms, each value sent once, failures kept as
+indeterminate) beside transactional writers aborting 30 % of their transactions, kills a broker
+every 2-6 s without waiting for the ISR to heal, and reads with a group and at the end under both
+isolation levels. Like every cluster test, both end with the replica audit (replica_audit.py): the
+in-sync replicas' segment files agree batch by batch below the high watermark and no log holds a
+producer batch twice.
+
 CI runs a few short seeds; `scripts/fault-runs.sh` runs many longer ones
-(`STRATA_NEMESIS_SEEDS`, `STRATA_NEMESIS_SECONDS`).
+(`STRATA_NEMESIS_SEEDS`, `STRATA_NEMESIS_SECONDS`; the harsh workload `STRATA_HARSH_SEEDS`,
+`STRATA_HARSH_SECONDS`, `STRATA_HARSH_RATE`).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from confluent_kafka import Consumer
 
 import history
 from groups_util import PacedProducer
+from nemesis_writers import FastProducer, TxnWriter
 from test_replication import create
 from txn_util import read_topic
 from util import unique_topic
@@ -30,19 +40,25 @@ from util import unique_topic
 PARTS = 3
 SEEDS = [int(s) for s in os.environ.get("STRATA_NEMESIS_SEEDS", "1,2").split(",") if s.strip()]
 SECONDS = float(os.environ.get("STRATA_NEMESIS_SECONDS", "25"))
+HARSH_SEEDS = [int(s) for s in os.environ.get("STRATA_HARSH_SEEDS", "1").split(",") if s.strip()]
+HARSH_SECONDS = float(os.environ.get("STRATA_HARSH_SECONDS", "30"))
+HARSH_RATE = float(os.environ.get("STRATA_HARSH_RATE", "1000"))
+HARSH_PARTS = 4
 
 
 class GroupReader:
     """A librdkafka group consumer recording every poll; a new session at every assignment."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, name: str):
+    def __init__(self, bootstrap: str, topic: str, group: str, name: str, read_committed: bool = False):
         self.polls: list[history.Poll] = []
+        self.read_committed = read_committed
         self.session = 0
         self._stop = threading.Event()
         self.name = name
         self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                            "enable.auto.commit": True, "auto.commit.interval.ms": 500,
-                           "session.timeout.ms": 6000, "log_level": 0, "client.id": name})
+                           "session.timeout.ms": 6000, "log_level": 0, "client.id": name,
+                           "isolation.level": "read_committed" if read_committed else "read_uncommitted"})
         self.c.subscribe([topic], on_assign=self._assigned)
         self._t = threading.Thread(target=self._run, daemon=True, name=name)
         self._t.start()
@@ -56,7 +72,8 @@ class GroupReader:
             if m is None or m.error():
                 continue
             self.polls.append(history.Poll(self.name, m.partition(), m.offset(), m.value().decode(),
-                                           session=(self.name, self.session), read_committed=False))
+                                           session=(self.name, self.session),
+                                           read_committed=self.read_committed))
 
     def stop(self):
         self._stop.set()
@@ -101,3 +118,49 @@ def test_queue_workload_under_a_kill_9_nemesis(cluster_factory, seed):
     report = history.check(sends, polls + drain, drained=True)
     report.assert_ok(f"seed {seed}, {kills} kills")
     assert kills >= 2 and len(sends) > 1000, f"too little happened: {kills} kills, {len(sends)} sends"
+
+
+@pytest.mark.timeout(int(HARSH_SECONDS) + 420)
+@pytest.mark.parametrize("seed", HARSH_SEEDS)
+def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, seed):
+    rng = random.Random(seed)
+    c = cluster_factory()
+    topic = unique_topic(f"harsh-{seed}")
+    create(c.bootstrap, topic, partitions=HARSH_PARTS, config={"min.insync.replicas": "2"})
+    producers = [FastProducer(c.bootstrap, topic, HARSH_PARTS, HARSH_RATE, f"s{seed}f{i}") for i in range(2)]
+    writers = [TxnWriter(c.bootstrap, topic, HARSH_PARTS, f"s{seed}t{i}", seed * 10 + i) for i in range(2)]
+    readers = [GroupReader(c.bootstrap, topic, unique_topic("harsh-g"), "r0", read_committed=True)]
+    kills = 0
+    try:
+        deadline = time.monotonic() + HARSH_SECONDS
+        while time.monotonic() < deadline:
+            time.sleep(rng.uniform(2.0, 6.0))
+            victim = rng.randrange(3)
+            c.kill(victim)
+            kills += 1
+            time.sleep(rng.uniform(0.2, 3.0))
+            c.start_node(victim)
+        for p in range(HARSH_PARTS):
+            c.wait_isr(topic, p, {0, 1, 2}, timeout=120)
+        sends, txns = [], []
+        for p in producers:
+            sends += p.stop(90)
+        for w in writers:
+            s, t = w.stop()
+            sends += s
+            txns += t
+    finally:
+        for p in producers:
+            p.close()
+        for r in readers:
+            r.stop()
+    polls = [p for r in readers for p in r.polls]
+    for read_committed in (False, True):
+        polls += [history.Poll("drain", r.partition, r.offset, r.value, session=f"drain-{read_committed}",
+                               read_committed=read_committed)
+                  for r in read_topic(c.bootstrap, topic, HARSH_PARTS, read_committed=read_committed, timeout=120)]
+    report = history.check(sends, polls, txns, drained=True)
+    acked = sum(s.status == history.OK for s in sends)
+    report.assert_ok(f"seed {seed}, {kills} kills, {acked} of {len(sends)} sends acknowledged, "
+                     f"{len(txns)} transactions")
+    assert kills >= 2 and acked > 1000, f"too little happened: {kills} kills, {acked} acknowledged sends"
