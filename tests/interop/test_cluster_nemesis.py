@@ -9,9 +9,11 @@ session.
 
 The harsher mixed workload (issue: a block of records duplicated under kill -9) writes 4
 partitions with fast idempotent producers (linger 2 ms, each value sent once, failures kept as
-indeterminate) beside transactional writers aborting 30 % of their transactions, kills a broker
-every 2-6 s without waiting for the ISR to heal, and reads with a group and at the end under both
-isolation levels. Like every cluster test, both end with the replica audit (replica_audit.py): the
+indeterminate) beside transactional writers aborting 30 % of their transactions and two
+consume-transform-produce loops copying the topic to another (read_committed input,
+send_offsets_to_transaction, 30 % of transactions aborted on purpose), kills a broker every 2-6 s
+without waiting for the ISR to heal, and reads with a group and at the end under both isolation
+levels; the copy must hold every committed input value exactly once. Like every cluster test, both end with the replica audit (replica_audit.py): the
 in-sync replicas' segment files agree batch by batch below the high watermark and no log holds a
 producer batch twice.
 
@@ -22,6 +24,7 @@ CI runs a few short seeds; `scripts/fault-runs.sh` runs many longer ones
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import threading
@@ -31,10 +34,11 @@ import pytest
 from confluent_kafka import Consumer
 
 import history
-from groups_util import PacedProducer
+from broker import wait_until
+from groups_util import App, PacedProducer, python_app
 from nemesis_writers import FastProducer, TxnWriter
 from test_replication import create
-from txn_util import read_topic
+from txn_util import end_offsets, read_topic
 from util import unique_topic
 
 PARTS = 3
@@ -107,11 +111,31 @@ def test_queue_workload_under_a_kill_9_nemesis(cluster_factory, seed):
         for i, p in enumerate(producers):
             sends += [history.Send(s.value, s.partition, s.offset, producer=f"p{i}") for s in p.stop(90)]
         time.sleep(2)
+        ends = end_offsets(c.bootstrap, topic, HARSH_PARTS, read_committed=True)
+
+        def copied(_evs=None) -> bool:
+            supervise()
+            done: dict[int, int] = {}
+            for runs in ctps.values():
+                for app in runs:
+                    for e in app.snapshot("committed"):
+                        for q, o in e["offsets"].items():
+                            done[int(q)] = max(done.get(int(q), 0), o)
+                    # Idle with its position at the end: the offsets left past its last commit
+                    # hold no committed records (aborted ones, markers), nothing to copy.
+                    for e in app.snapshot("idle"):
+                        for q, o in e["parts"]:
+                            done[int(q)] = max(done.get(int(q), 0), o)
+            return all(done.get(q, 0) >= end for q, end in ends.items())
+
+        wait_until(copied, 180, f"the consume-transform-produce loops to commit up to {ends}", interval=0.5)
     finally:
         for p in producers:
             p.close()
         for r in readers:
             r.stop()
+        for a in [a for runs in ctps.values() for a in runs]:
+            a.stop_quietly()
     polls = [p for r in readers for p in r.polls]
     drain = [history.Poll("drain", r.partition, r.offset, r.value, session="drain", read_committed=False)
              for r in read_topic(c.bootstrap, topic, PARTS, read_committed=False, timeout=90)]
@@ -122,7 +146,8 @@ def test_queue_workload_under_a_kill_9_nemesis(cluster_factory, seed):
 
 @pytest.mark.timeout(int(HARSH_SECONDS) + 420)
 @pytest.mark.parametrize("seed", HARSH_SEEDS)
-def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, seed):
+def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, tmp_path, seed):
+    workdir = tmp_path
     rng = random.Random(seed)
     c = cluster_factory()
     topic = unique_topic(f"harsh-{seed}")
@@ -130,6 +155,27 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, seed):
     producers = [FastProducer(c.bootstrap, topic, HARSH_PARTS, HARSH_RATE, f"s{seed}f{i}") for i in range(2)]
     writers = [TxnWriter(c.bootstrap, topic, HARSH_PARTS, f"s{seed}t{i}", seed * 10 + i) for i in range(2)]
     readers = [GroupReader(c.bootstrap, topic, unique_topic("harsh-g"), "r0", read_committed=True)]
+    # Two consume-transform-produce loops (one group) copy the topic to `out_topic`, each value to
+    # its own partition, 30 % of their transactions aborted on purpose; one that gives up (the
+    # nemesis can outlast its retries) is started again, as an operator's supervisor would.
+    out_topic = unique_topic(f"harsh-{seed}-out")
+    create(c.bootstrap, out_topic, partitions=HARSH_PARTS, config={"min.insync.replicas": "2"})
+    ctp_conf = {"lib": "confluent", "bootstrap": c.bootstrap, "in_topic": topic, "out_topic": out_topic,
+                "group": unique_topic("harsh-ctp"), "session_timeout_ms": 6000, "max_records": 200,
+                "abort_ratio": 0.3, "max_aborts": 20}
+    ctps: dict[int, list[App]] = {}
+
+    def start_ctp(i: int) -> None:
+        runs = ctps.setdefault(i, [])
+        runs.append(python_app("txn_ctp.py", {**ctp_conf, "tid": f"harsh-{seed}-ctp{i}", "instance_id": f"ctp{i}"},
+                               f"ctp{i}-{len(runs)}", workdir))
+    for i in range(2):
+        start_ctp(i)
+
+    def supervise() -> None:
+        for i, runs in ctps.items():
+            if not runs[-1].alive():
+                start_ctp(i)
     kills = 0
     try:
         deadline = time.monotonic() + HARSH_SECONDS
@@ -140,6 +186,7 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, seed):
             kills += 1
             time.sleep(rng.uniform(0.2, 3.0))
             c.start_node(victim)
+            supervise()
         for p in range(HARSH_PARTS):
             c.wait_isr(topic, p, {0, 1, 2}, timeout=120)
         sends, txns = [], []
@@ -149,11 +196,31 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, seed):
             s, t = w.stop()
             sends += s
             txns += t
+        ends = end_offsets(c.bootstrap, topic, HARSH_PARTS, read_committed=True)
+
+        def copied(_evs=None) -> bool:
+            supervise()
+            done: dict[int, int] = {}
+            for runs in ctps.values():
+                for app in runs:
+                    for e in app.snapshot("committed"):
+                        for q, o in e["offsets"].items():
+                            done[int(q)] = max(done.get(int(q), 0), o)
+                    # Idle with its position at the end: the offsets left past its last commit
+                    # hold no committed records (aborted ones, markers), nothing to copy.
+                    for e in app.snapshot("idle"):
+                        for q, o in e["parts"]:
+                            done[int(q)] = max(done.get(int(q), 0), o)
+            return all(done.get(q, 0) >= end for q, end in ends.items())
+
+        wait_until(copied, 180, f"the consume-transform-produce loops to commit up to {ends}", interval=0.5)
     finally:
         for p in producers:
             p.close()
         for r in readers:
             r.stop()
+        for a in [a for runs in ctps.values() for a in runs]:
+            a.stop_quietly()
     polls = [p for r in readers for p in r.polls]
     for read_committed in (False, True):
         polls += [history.Poll("drain", r.partition, r.offset, r.value, session=f"drain-{read_committed}",
@@ -161,6 +228,15 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, seed):
                   for r in read_topic(c.bootstrap, topic, HARSH_PARTS, read_committed=read_committed, timeout=120)]
     report = history.check(sends, polls, txns, drained=True)
     acked = sum(s.status == history.OK for s in sends)
+    # The copy: every committed input value exactly once in the output, in its own partition.
+    out_polls = [history.Poll("out", r.partition, r.offset, r.value, topic="out")
+                 for r in read_topic(c.bootstrap, out_topic, HARSH_PARTS, read_committed=True, timeout=120)]
+    in_sends = [dataclasses.replace(s, topic="in") for s in sends]
+    copy_report = history.check(in_sends, out_polls, txns, drained=True)
+    copy_report.assert_ok(f"seed {seed}: the consume-transform-produce output")
+    partition_of = {s.value: s.partition for s in sends if s.status == history.OK}
+    moved = [p for p in out_polls if partition_of.get(p.value, p.partition) != p.partition]
+    assert not moved, f"records copied to another partition: {moved[:5]}"
     report.assert_ok(f"seed {seed}, {kills} kills, {acked} of {len(sends)} sends acknowledged, "
                      f"{len(txns)} transactions")
     assert kills >= 2 and acked > 1000, f"too little happened: {kills} kills, {acked} acknowledged sends"

@@ -6,7 +6,9 @@ transaction tests can SIGKILL it at any point and start it again.
 Config: lib (confluent | kafka-python), bootstrap, in_topic, out_topic, group, tid
 (transactional id), instance_id (static membership, so a restart takes over at once),
 session_timeout_ms, max_records; optionally dwell_ms (a random pause of up to that long inside
-every transaction, between producing and sending the offsets), debug and consumer_debug
+every transaction, between producing and sending the offsets), abort_ratio (confluent: the share of
+transactions aborted on purpose after their offsets were sent, then rewound and done again),
+max_aborts (aborts in a row before it gives up, default 5), debug and consumer_debug
 (librdkafka debug contexts for the producer and the consumer, logged to stderr).
 
 It first initializes its transactional producer (fencing any previous instance and completing or
@@ -147,6 +149,12 @@ def run_confluent() -> None:
             group = c.consumer_group_metadata()
             retrying(lambda: bounded(lambda: p.send_offsets_to_transaction(offsets, group, 30), 30))
             out("offsets", n=n)
+            if random.random() < CONF.get("abort_ratio", 0.0):
+                p.abort_transaction(30)
+                out("aborted", n=n, err="on purpose", fatal=False)
+                for q, o in first.items():
+                    c.seek(TopicPartition(CONF["in_topic"], q, o))
+                continue
             retrying(lambda: p.commit_transaction(30))
             out("committed", n=n, offsets={str(q): o for q, o in nxt.items()})
         except Stuck as e:
@@ -155,7 +163,7 @@ def run_confluent() -> None:
             p = new_producer()
             out("aborted", n=n, err=str(e), fatal=True)
             aborts += 1
-            if aborts >= 5:
+            if aborts >= CONF.get("max_aborts", 5):
                 sys.exit(f"{aborts} transactions in a row aborted, last: {e}")
             for q, o in first.items():
                 c.seek(TopicPartition(CONF["in_topic"], q, o))
@@ -179,7 +187,7 @@ def run_confluent() -> None:
                 p = new_producer()
             out("aborted", n=n, err=str(err), fatal=err.fatal())
             aborts += 1
-            if aborts >= 5:
+            if aborts >= CONF.get("max_aborts", 5):
                 sys.exit(f"{aborts} transactions in a row aborted, last: {err}")
             for q, o in first.items():
                 c.seek(TopicPartition(CONF["in_topic"], q, o))
