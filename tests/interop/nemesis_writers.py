@@ -6,9 +6,11 @@ history.Send (and history.Txn), so the checker knows exactly what was promised."
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
+from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
 
@@ -20,14 +22,25 @@ class FastProducer:
     acks=all, linger 2 ms, 30 s message timeout): the issue's workload. Unlike PacedProducer, a
     send that fails is not an error of the test: it is indeterminate (it may be in the log)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float, tag: str):
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float, tag: str,
+                 debug_log: Path | None = None):
         self.topic, self.partitions, self.rate, self.tag = topic, partitions, rate, tag
         self.sent = 0
         self.acks: dict[int, tuple[int, int]] = {}
         self.failed: dict[int, str] = {}
         self._stop = threading.Event()
-        self.p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                           "linger.ms": 2, "message.timeout.ms": 30000, "log_level": 0})
+        conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                "linger.ms": 2, "message.timeout.ms": 30000, "log_level": 0}
+        if debug_log is not None:
+            # librdkafka's idempotence log (epoch bumps, sequence resets, produce errors), to
+            # tell a broker's duplicate from a client's re-send after a failed run.
+            handler = logging.FileHandler(debug_log)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            logger = logging.getLogger(f"librdkafka-{tag}")
+            logger.addHandler(handler)
+            logger.setLevel(logging.DEBUG)
+            conf.update({"debug": "eos,msg", "log_level": 7, "logger": logger})
+        self.p = Producer(conf)
         self._t = threading.Thread(target=self._run, name=f"fast-producer-{tag}", daemon=True)
         self._t.start()
 

@@ -19,7 +19,8 @@ producer batch twice.
 
 CI runs a few short seeds; `scripts/fault-runs.sh` runs many longer ones
 (`STRATA_NEMESIS_SEEDS`, `STRATA_NEMESIS_SECONDS`; the harsh workload `STRATA_HARSH_SEEDS`,
-`STRATA_HARSH_SECONDS`, `STRATA_HARSH_RATE`).
+`STRATA_HARSH_SECONDS`, `STRATA_HARSH_RATE`, and `STRATA_HARSH_CLIENT_DEBUG=1` to keep the idempotent
+producers' librdkafka eos/msg log in the test's directory).
 """
 
 from __future__ import annotations
@@ -152,7 +153,9 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, tmp_path, 
     c = cluster_factory()
     topic = unique_topic(f"harsh-{seed}")
     create(c.bootstrap, topic, partitions=HARSH_PARTS, config={"min.insync.replicas": "2"})
-    producers = [FastProducer(c.bootstrap, topic, HARSH_PARTS, HARSH_RATE, f"s{seed}f{i}") for i in range(2)]
+    debug = os.environ.get("STRATA_HARSH_CLIENT_DEBUG") == "1"
+    producers = [FastProducer(c.bootstrap, topic, HARSH_PARTS, HARSH_RATE, f"s{seed}f{i}",
+                              debug_log=workdir / f"producer{i}.log" if debug else None) for i in range(2)]
     writers = [TxnWriter(c.bootstrap, topic, HARSH_PARTS, f"s{seed}t{i}", seed * 10 + i) for i in range(2)]
     readers = [GroupReader(c.bootstrap, topic, unique_topic("harsh-g"), "r0", read_committed=True)]
     # Two consume-transform-produce loops (one group) copy the topic to `out_topic`, each value to
