@@ -14,7 +14,7 @@ pub mod write_health;
 
 pub use apply::{apply_image, ReplicaChanges};
 pub use fetch_read::{ReadUpper, SENDFILE_MIN_BYTES};
-pub use partition::{AppendError, IsrProposal, Partition, WaitError};
+pub use partition::{AppendError, FetchedFrom, IsrProposal, Partition, WaitError};
 
 use arc_swap::ArcSwap;
 use std::collections::HashMap;

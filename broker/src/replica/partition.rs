@@ -55,6 +55,16 @@ pub enum WaitError {
     Timeout,
 }
 
+/// The leader and leader epoch a replica fetch was sent for: what a follower's log may
+/// only be changed by while it still holds (the fetch's `current_leader_epoch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchedFrom {
+    /// The leader fetched from.
+    pub leader: i32,
+    /// The leader epoch the fetch named.
+    pub leader_epoch: i32,
+}
+
 /// An ISR change the leader wants the controller to make (AlterPartition).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsrProposal {
@@ -526,14 +536,32 @@ impl Partition {
         }
     }
 
-    /// As a follower: appends batches the leader sent, keeping their offsets and epochs.
-    pub fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo, StorageError> {
+    /// As a follower of `fetched.leader` in `fetched.leader_epoch` (what the fetch that
+    /// brought them was sent for): appends batches the leader sent, keeping their offsets
+    /// and epochs. `Ok(None)` when this replica no longer follows that leader in that epoch
+    /// (a role change landed while the fetch was in flight): the answer is stale and
+    /// nothing is written. Checked under the role lock, so no role change can come between
+    /// the check and the write (a new leader must never append an old leader's answer).
+    pub fn append_as_follower(
+        &self,
+        records: Bytes,
+        fetched: FetchedFrom,
+    ) -> Result<Option<AppendInfo>, StorageError> {
         let role = self.read_role();
+        if !self.follows(&role, fetched) {
+            return Ok(None);
+        }
         let info =
             self.log.append_as_follower(records).map_err(|e| self.write_failed(e, crate::clock::now_ms()))?;
         drop(role);
         self.write_health.succeeded(&self.topic, self.index, self.log.dir());
-        Ok(info)
+        Ok(Some(info))
+    }
+
+    /// Whether `role` (held) is following `fetched.leader` in `fetched.leader_epoch`.
+    fn follows(&self, role: &Role, fetched: FetchedFrom) -> bool {
+        matches!(role, Role::Follower { leader } if *leader == fetched.leader)
+            && self.leader_epoch() == fetched.leader_epoch
     }
 
     /// Notes a failed append for the operator's log and hands the error back.
@@ -542,25 +570,27 @@ impl Partition {
         e
     }
 
-    /// As a follower: cuts the log back to `offset` (divergence from the leader); the
-    /// high watermark follows if it was above.
-    pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
+    /// As a follower of `fetched.leader` in `fetched.leader_epoch`: cuts the log back to
+    /// `offset` (divergence from that leader); the high watermark follows if it was above.
+    /// Returns false, and cuts nothing, when this replica no longer follows that leader in
+    /// that epoch (never truncate as leader: the log is the source of truth).
+    pub fn truncate_to(&self, offset: i64, fetched: FetchedFrom) -> Result<bool, StorageError> {
         let role = self.read_role();
-        if matches!(&*role, Role::Leader(_)) {
-            // Never truncate as leader: the log is the source of truth.
-            return Ok(());
+        if !self.follows(&role, fetched) {
+            return Ok(false);
         }
         self.log.truncate_to(offset)?;
         drop(role);
         self.clamp_high_watermark();
-        Ok(())
+        Ok(true)
     }
 
-    /// As a follower behind the leader's log start: empties the log and restarts it at
-    /// `offset` (Kafka's `truncateFullyAndStartAt`).
-    pub fn restart_log_at(&self, offset: i64) -> Result<(), StorageError> {
+    /// As a follower of `fetched.leader` in `fetched.leader_epoch`, behind that leader's
+    /// log start: empties the log and restarts it at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`); nothing if this replica no longer follows it.
+    pub fn restart_log_at(&self, offset: i64, fetched: FetchedFrom) -> Result<(), StorageError> {
         let role = self.read_role();
-        if matches!(&*role, Role::Leader(_)) {
+        if !self.follows(&role, fetched) {
             return Ok(());
         }
         self.log.restart_at(offset)?;

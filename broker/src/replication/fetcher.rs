@@ -19,7 +19,7 @@
 use crate::broker::Broker;
 use crate::metadata::MetadataImage;
 use crate::net::PeerClient;
-use crate::replica::Partition;
+use crate::replica::{FetchedFrom, Partition};
 use crate::replication::throttle;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -142,7 +142,7 @@ async fn run(
             session.reset();
         }
         let Some(c) = client.as_ref() else { continue };
-        let request = build_request(&b, &active, &mut session);
+        let (request, sent_epochs) = build_request(&b, &active, &mut session);
         let wait = Duration::from_millis(b.config.cluster.replica_fetch_wait_max_ms.max(0) as u64);
         let timeout = wait + Duration::from_millis(b.config.cluster.replica_socket_timeout_ms);
         drop(b);
@@ -150,7 +150,7 @@ async fn run(
             Ok(ResponseBody::Fetch(response)) => {
                 session.answered(response.error_code, response.session_id);
                 let Some(b) = broker.upgrade() else { return };
-                handle_response(&b, leader, &targets, &active, response);
+                handle_response(&b, leader, &targets, &active, &sent_epochs, response);
             }
             Ok(other) => {
                 session.reset();
@@ -178,13 +178,23 @@ fn follower_throttled(broker: &Broker, image: &MetadataImage, p: &Partition) -> 
     throttle::throttled(image, &p.topic, p.index, throttle::FOLLOWER_REPLICAS, me, me)
 }
 
-fn build_request(broker: &Broker, active: &[Target], session: &mut FollowerSession) -> FetchRequest {
+/// The leader epoch each partition of a request was fetched in (its `current_leader_epoch`).
+type SentEpochs = HashMap<SessionKey, i32>;
+
+/// The next request to the leader, and the leader epoch of every partition it fetches
+/// (also those an incremental session leaves out): an answer is applied only while the
+/// partition still follows the leader in that epoch.
+fn build_request(
+    broker: &Broker,
+    active: &[Target],
+    session: &mut FollowerSession,
+) -> (FetchRequest, SentEpochs) {
     let c = &broker.config.cluster;
     // Throttled replicas out of the ISR sit out while the follower's quota is spent
     // (KIP-73); leaving the request drops them from the session until they return.
     let image = broker.metadata.current();
     let quota_spent = broker.follower_quota.exceeded();
-    let wanted = active
+    let wanted: Vec<(SessionKey, FetchPartition)> = active
         .iter()
         .filter(|t| !(quota_spent && follower_throttled(broker, &image, &t.partition)))
         .map(|t| {
@@ -201,6 +211,7 @@ fn build_request(broker: &Broker, active: &[Target], session: &mut FollowerSessi
             ((p.topic_id, p.index), fp)
         })
         .collect();
+    let sent_epochs = wanted.iter().map(|(key, fp)| (*key, fp.current_leader_epoch)).collect();
     let plan = session.plan(wanted);
     let mut by_topic: HashMap<Uuid, Vec<FetchPartition>> = HashMap::new();
     for ((topic_id, _), fp) in plan.partitions {
@@ -210,7 +221,7 @@ fn build_request(broker: &Broker, active: &[Target], session: &mut FollowerSessi
     for (topic_id, partition) in plan.forgotten {
         forgotten.entry(topic_id).or_default().push(partition);
     }
-    FetchRequest {
+    let request = FetchRequest {
         replica_id: broker.config.node_id,
         replica_state: ReplicaState {
             replica_id: broker.config.node_id,
@@ -231,7 +242,8 @@ fn build_request(broker: &Broker, active: &[Target], session: &mut FollowerSessi
             .map(|(topic_id, partitions)| ForgottenTopic { topic_id, partitions, ..Default::default() })
             .collect(),
         ..Default::default()
-    }
+    };
+    (request, sent_epochs)
 }
 
 fn handle_response(
@@ -239,6 +251,7 @@ fn handle_response(
     leader: i32,
     targets: &Mutex<HashMap<Key, Target>>,
     active: &[Target],
+    sent_epochs: &SentEpochs,
     response: FetchResponse,
 ) {
     let backoff = Duration::from_millis(broker.config.cluster.replica_fetch_backoff_ms.max(10));
@@ -261,14 +274,17 @@ fn handle_response(
                 continue;
             };
             let p = &target.partition;
-            // The partition may have moved to another leader meanwhile.
-            if p.follower_of() != Some(leader) {
+            // The partition may have moved to another leader or epoch meanwhile: the answer
+            // is then stale (re-checked under the role lock when the log is changed).
+            let Some(&leader_epoch) = sent_epochs.get(&(p.topic_id, p.index)) else { continue };
+            let fetched = FetchedFrom { leader, leader_epoch };
+            if p.follower_of() != Some(leader) || p.leader_epoch() != leader_epoch {
                 continue;
             }
             if follower_throttled(broker, &image, p) {
                 broker.follower_quota.record(pd.records.as_ref().map_or(0, |r| r.len()));
             }
-            if let Err(code) = apply_partition(broker, p, pd) {
+            if let Err(code) = apply_partition(broker, p, fetched, pd) {
                 let delay = if code == ErrorCode::UnknownLeaderEpoch { backoff / 4 } else { backoff };
                 let key = (p.topic.to_string(), p.index);
                 if let Some(t) = targets.lock().unwrap_or_else(|x| x.into_inner()).get_mut(&key) {
@@ -312,10 +328,15 @@ impl<'a> TargetIndex<'a> {
 /// Applies one partition's answer: truncation on divergence, else the records, the
 /// high watermark and the log start offset. An error code means "back off this
 /// partition for a while" (the metadata will say what changed).
-fn apply_partition(broker: &Broker, p: &Partition, pd: PartitionData) -> Result<(), ErrorCode> {
+fn apply_partition(
+    broker: &Broker,
+    p: &Partition,
+    fetched: FetchedFrom,
+    pd: PartitionData,
+) -> Result<(), ErrorCode> {
     match ErrorCode::from_code(pd.error_code).unwrap_or(ErrorCode::UnknownServerError) {
         ErrorCode::None => {}
-        ErrorCode::OffsetOutOfRange => return out_of_range(p, pd.log_start_offset),
+        ErrorCode::OffsetOutOfRange => return out_of_range(p, fetched, pd.log_start_offset),
         code => {
             tracing::debug!(topic = %p.topic, partition = p.index, error = code.name(), "replica fetch error");
             return Err(code);
@@ -332,11 +353,13 @@ fn apply_partition(broker: &Broker, p: &Partition, pd: PartitionData) -> Result<
             truncate_to = offset,
             "log diverged from the leader's; truncating"
         );
-        return p.truncate_to(offset).map_err(|e| storage_failure(p, &e));
+        return p.truncate_to(offset, fetched).map(|_| ()).map_err(|e| storage_failure(p, &e));
     }
     if let Some(records) = pd.records.as_ref().and_then(|r| r.memory()).filter(|b| !b.is_empty()) {
-        match p.append_as_follower(records) {
-            Ok(_) => {}
+        match p.append_as_follower(records, fetched) {
+            Ok(Some(_)) => {}
+            // No longer following that leader in that epoch: the answer is stale.
+            Ok(None) => return Ok(()),
             Err(StorageError::UnexpectedAppendOffset { .. }) => {
                 // Our log end moved since the request (a truncation); fetch again.
                 return Ok(());
@@ -362,11 +385,11 @@ fn storage_failure(p: &Partition, e: &StorageError) -> ErrorCode {
 
 /// The leader no longer has our fetch offset: below its log start (retention ran while
 /// we were away) we restart our log at its start; above its end we truncate to it.
-fn out_of_range(p: &Partition, leader_log_start: i64) -> Result<(), ErrorCode> {
+fn out_of_range(p: &Partition, fetched: FetchedFrom, leader_log_start: i64) -> Result<(), ErrorCode> {
     let leo = p.log.log_end_offset();
     if leader_log_start >= 0 && leo < leader_log_start {
         tracing::warn!(topic = %p.topic, partition = p.index, log_end_offset = leo, leader_log_start, "behind the leader's log start; restarting the log there");
-        return p.restart_log_at(leader_log_start).map_err(|e| storage_failure(p, &e));
+        return p.restart_log_at(leader_log_start, fetched).map_err(|e| storage_failure(p, &e));
     }
     Err(ErrorCode::OffsetOutOfRange)
 }
@@ -414,6 +437,9 @@ mod tests {
         all.freeze()
     }
 
+    /// What the follower below fetches from: node 2 in leader epoch 3.
+    const FROM_2: FetchedFrom = FetchedFrom { leader: 2, leader_epoch: 3 };
+
     /// A follower of node 2 whose log holds epochs 0 (offsets 0..10) and 2 (10..15).
     fn follower(dir: &std::path::Path) -> Arc<Partition> {
         let logs = LogManager::open(dir, LogConfig::default(), 0).expect("logs");
@@ -431,8 +457,8 @@ mod tests {
             removing_replicas: vec![],
         };
         p.make_follower(&record);
-        p.append_as_follower(batches(0, 10, 0)).expect("epoch 0");
-        p.append_as_follower(batches(10, 5, 2)).expect("epoch 2");
+        p.append_as_follower(batches(0, 10, 0), FROM_2).expect("epoch 0");
+        p.append_as_follower(batches(10, 5, 2), FROM_2).expect("epoch 2");
         assert_eq!(p.log.latest_epoch(), Some(2));
         p
     }
@@ -488,13 +514,44 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_fetched_in_an_earlier_role_changes_nothing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let p = follower(dir.path());
+        let record = |leader: i32, leader_epoch: i32| PartitionRecord {
+            topic_id: TopicId(Uuid([3; 16])),
+            partition: 0,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            leader,
+            leader_epoch,
+            partition_epoch: leader_epoch,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
+        };
+        // A fetch sent to node 2 in epoch 3 was in flight while this replica followed
+        // node 2 again in epoch 4: its answer is not applied.
+        p.make_follower(&record(2, 4));
+        assert_eq!(p.append_as_follower(batches(15, 2, 3), FROM_2).expect("stale"), None);
+        assert!(!p.truncate_to(12, FROM_2).expect("stale"));
+        p.restart_log_at(100, FROM_2).expect("stale");
+        assert_eq!(p.log.log_end_offset(), 15, "a stale answer wrote, cut or restarted the log");
+        // Nor once it leads: a new leader never appends its old leader's answer.
+        p.make_leader(&record(1, 5), 0);
+        let now = FetchedFrom { leader: 2, leader_epoch: 4 };
+        assert_eq!(p.append_as_follower(batches(15, 2, 4), now).expect("leader"), None);
+        assert!(!p.truncate_to(12, now).expect("leader"));
+        assert_eq!(p.log.log_end_offset(), 15);
+        assert_eq!(p.log.latest_epoch(), Some(5));
+    }
+
+    #[test]
     fn truncation_then_appending_the_leaders_data_converges() {
         let dir = tempfile::tempdir().expect("dir");
         let p = follower(dir.path());
         let cut = truncation_offset(&p, 2, 12);
-        p.truncate_to(cut).expect("truncate");
+        assert!(p.truncate_to(cut, FROM_2).expect("truncate"));
         assert_eq!(p.log.log_end_offset(), 12);
-        p.append_as_follower(batches(12, 3, 3)).expect("leader's epoch 3 data");
+        p.append_as_follower(batches(12, 3, 3), FROM_2).expect("leader's epoch 3 data");
         assert_eq!(p.log.end_offset_for_epoch(2), Some((2, 12)));
         assert_eq!(p.log.latest_epoch(), Some(3));
     }
