@@ -15,8 +15,9 @@
 #   scripts/kafka.sh classpath               print the classpath
 #   scripts/kafka.sh format CONFIG           format CONFIG's log.dirs (KAFKA_CLUSTER_ID, else a new
 #                                            id); an already formatted dir is left as it is
-#   scripts/kafka.sh run CONFIG              exec the broker in the foreground (the tests' way:
-#                                            the caller's pid is the JVM's, for SIGTERM/SIGKILL)
+#   scripts/kafka.sh run CONFIG              format CONFIG's log dir if it is not yet (see format),
+#                                            then exec the broker in the foreground (the tests'
+#                                            way: the caller's pid is the JVM's, for SIGTERM/SIGKILL)
 #   scripts/kafka.sh start [--nodes 1|3] [--dir DIR]
 #                                            write configs, format, start in the background on
 #                                            free loopback ports, wait until every node listens,
@@ -104,7 +105,13 @@ jvm_opts() {
     echo "${KAFKA_OPTS:-}"
 }
 
-new_cluster_id() { head -c16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22; }
+# A random UUID in Kafka's URL-safe base64; like Kafka's Uuid.randomUuid, never one that starts
+# with "-" (the storage tool's argument parser would take it for an option).
+new_cluster_id() {
+    local id
+    while id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22); [ "${id:0:1}" = - ]; do :; done
+    echo "$id"
+}
 
 cmd_format() {
     local config=${1:?format CONFIG}
@@ -112,12 +119,21 @@ cmd_format() {
     local id=${KAFKA_CLUSTER_ID:-$(new_cluster_id)}
     # shellcheck disable=SC2046 # word splitting of the JVM options is intended
     "$(java_bin)" -Xmx256m -Dlog4j2.configurationFile="$(log_config)" -cp "$LIBS/*" kafka.tools.StorageTool \
-        format --ignore-formatted -t "$id" -c "$config"
+        format --ignore-formatted --cluster-id="$id" --config="$config"
 }
 
 cmd_run() {
     local config=${1:?run CONFIG}
     need_libs
+    # Kafka refuses an unformatted log dir; Strata needs no such step. Formatting here, when the
+    # first log dir has no meta.properties yet, makes a first start and a restart after kill -9
+    # the same command, and a config the storage tool refuses fails this process, as it would
+    # fail the broker.
+    local first_dir
+    first_dir=$(sed -n 's/^log\.dirs\{0,1\}=\([^,]*\).*/\1/p' "$config" | tail -1)
+    if [ -n "$first_dir" ] && [ ! -f "$first_dir/meta.properties" ]; then
+        cmd_format "$config" || exit 1
+    fi
     local opts; mapfile -t opts < <(jvm_opts)
     # shellcheck disable=SC2086,SC2048 # each line may hold several options
     exec "$(java_bin)" ${opts[*]} -cp "$LIBS/*" kafka.Kafka "$config"
