@@ -150,6 +150,7 @@ def test_topic_compression_type_recompresses_and_dynamic_broker_defaults_apply(b
 
 
 
+@pytest.mark.strata_only("Strata has no TLS, SASL or ACLs yet and refuses their keys; Kafka stores and serves them")
 def test_a_security_key_is_refused_at_run_time_and_never_stored(broker_factory):
     # Strata serves neither TLS nor SASL nor ACLs: a security key set at run time would be
     # stored and ignored, so it is refused as one in server.properties stops the broker.
