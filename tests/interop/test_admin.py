@@ -62,6 +62,7 @@ def topic_configs(a: AdminClient, topic: str) -> dict[str, ConfigEntry]:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.kafka_smoke
 def test_confluent_create_and_describe_topic(broker):
     a = admin(broker)
     topic = util.unique_topic("adm")
