@@ -74,6 +74,8 @@ def broker_configs(a: AdminClient, name: str):
     return a.describe_configs([res])[res].result(timeout=30)
 
 
+@pytest.mark.kafka_xfail("Kafka 4.4 answers an invalid cluster-default compression.type ('brotli') through "
+                         "IncrementalAlterConfigs with INVALID_REQUEST (42); Strata answers INVALID_CONFIG (40)")
 def test_topic_compression_type_recompresses_and_dynamic_broker_defaults_apply(broker_factory):
     b = broker_factory({})
     a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
