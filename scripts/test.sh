@@ -10,6 +10,8 @@
 #     python3-venv if missing;
 #   - a Python venv at .venv with tests/interop/requirements.txt;
 #   - tests/interop/js/node_modules via `npm ci` (package-lock.json is committed);
+#   - Apache Kafka (broker and tools, from Maven Central) via `scripts/kafka.sh install`, resolved
+#     once into a cache and offline afterwards; Maven and a JDK 17+ must be on the machine;
 #   - the Go modules of tests/interop/go (sarama, franz-go, kafka-go; go.sum is committed) via
 #     `go mod download` into Go's default module cache, with the preinstalled Go
 #     (/usr/local/go), which must be at least go.mod's `go` line; the tests build them offline.
@@ -134,6 +136,13 @@ install_deps() {
 
     install_go_modules || return 1
 
+    # Apache Kafka, the reference the kafka-smoke step runs a few interop tests against.
+    if ! command -v mvn >/dev/null 2>&1; then
+        log "installing maven (apt)"
+        apt_install maven || return 1
+    fi
+    scripts/kafka.sh install || return 1
+
     local js="tests/interop/js" jstamp="tests/interop/js/node_modules/.strata-lock"
     local jwant; jwant=$(hash_of "$js/package-lock.json")
     if [ ! -d "$js/node_modules" ] || [ "$(cat "$jstamp" 2>/dev/null)" != "$jwant" ]; then
@@ -197,6 +206,16 @@ else
     FAILED+=("interop (not run: build or install failed)")
 fi
 
+# A few fast interop tests against Apache Kafka itself (STRATA_TARGET=kafka, marker kafka_smoke):
+# proves the suite's fixtures still drive the reference broker and that those expectations hold
+# on it. The whole suite runs there by hand (docs/compatibility.md, "The suite on Apache Kafka").
+if [ -x .venv/bin/python ] && scripts/kafka.sh classpath >/dev/null 2>&1; then
+    step kafka-smoke env STRATA_TARGET=kafka .venv/bin/python -m pytest tests/interop -m kafka_smoke \
+        -p no:cacheprovider -ra
+else
+    FAILED+=("kafka-smoke (not run: the venv or Apache Kafka is not installed)")
+fi
+
 # librdkafka's own test suite, its CI subset (tests/librdkafka/quick.txt; the whole of it is
 # `scripts/librdkafka-suite.sh --full`), against one broker and then against a 3-node cluster
 # with replication factor 3 (tests/librdkafka/cluster.txt: the same subset plus 0103, which
@@ -209,7 +228,7 @@ else
 fi
 
 log "summary (total $(( $(now) - T_START ))s)"
-for k in install build cargo-test docs interop librdkafka librdkafka-cluster; do
+for k in install build cargo-test docs interop kafka-smoke librdkafka librdkafka-cluster; do
     [ -n "${TOOK[$k]:-}" ] && printf '  %-18s %5ss\n' "$k" "${TOOK[$k]}"
 done
 if [ ${#FAILED[@]} -gt 0 ]; then

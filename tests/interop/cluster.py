@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from broker import READY_TIMEOUT_S, Broker, free_port, wait_until
+from broker import READY_TIMEOUT_S, Broker, free_port, new_broker, wait_until
 from faultproxy import ProxyHub
 import wire
 
@@ -62,8 +62,13 @@ class Cluster:
                 for i in ids:
                     if i != j:
                         self.controller_proxy[(i, j)] = self.hub.proxy(controller_port[j], f"controller {i}->{j}")
+        cluster_id = None
         for i in ids:
-            b = Broker(self.workdir / f"node{i}")
+            b = new_broker(self.workdir / f"node{i}")
+            # Apache Kafka (STRATA_TARGET=kafka) formats every node with one cluster id.
+            if hasattr(b, "cluster_id"):
+                cluster_id = cluster_id or b.cluster_id
+                b.cluster_id = cluster_id
 
             def voter(j, i=i):
                 port = controller_port[j] if (i == j or not self.hub) else self.controller_proxy[(i, j)].port
@@ -203,7 +208,7 @@ class Cluster:
         for n in live:
             try:
                 rc = n.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-                if rc != 0:
+                if rc not in n.clean_exit_codes:
                     errors.append(f"{n.workdir.name} exited {rc} after SIGTERM")
             except Exception:  # noqa: BLE001
                 errors.append(f"{n.workdir.name} did not exit within 60 s of SIGTERM")

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 import util
 import wire
-from broker import Broker, free_port, strata_bin
+from broker import Broker, free_port, new_broker, strata_bin
 from util import Rec, assert_records, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -62,6 +62,7 @@ def topic_configs(a: AdminClient, topic: str) -> dict[str, ConfigEntry]:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.kafka_smoke
 def test_confluent_create_and_describe_topic(broker):
     a = admin(broker)
     topic = util.unique_topic("adm")
@@ -77,8 +78,10 @@ def test_confluent_create_and_describe_topic(broker):
         assert p.leader == 0 and p.replicas == [0] and p.isrs == [0] and p.error is None, p
     assert [b.id for b in md.brokers.values()] == [0]
     assert md.brokers[0].host == "127.0.0.1" and md.brokers[0].port == broker.port
+    # Kafka's broker creates a partition's log when it applies the topic's metadata record,
+    # which may come just after the topic shows in a Metadata answer: awaited, not assumed.
     for p in range(3):
-        assert broker.partition_dir(topic, p).is_dir(), f"{topic}-{p} directory missing"
+        wait_until(lambda p=p: broker.partition_dir(topic, p).is_dir(), 10, f"{topic}-{p} directory")
 
     cfg = topic_configs(a, topic)
     assert cfg["retention.ms"].value == "3600000"
@@ -178,6 +181,9 @@ def test_confluent_describe_broker_configs(broker):
     assert "log.dirs" in cfg or "log.dir" in cfg, sorted(cfg)[:50]
 
 
+@pytest.mark.kafka_xfail("Kafka 4.4 does not describe a listener-prefixed key set in server.properties "
+                         "(DescribeConfigs BROKER has no listener.name.plaintext.max.connections); "
+                         "Strata describes it as a dynamic static-file config")
 def test_a_listeners_own_connection_limit_is_described_as_a_broker_config_from_the_file(broker_factory):
     b = broker_factory({"listener.name.plaintext.max.connections": "1000"})
     a = admin(b)
@@ -212,8 +218,12 @@ def test_rack_and_replica_selector_are_described_as_static_broker_configs_null_w
     assert cfg["replica.lag.time.max.ms"].value == "30000"
 
 
+@pytest.mark.kafka_xfail("Kafka 4.4 describes log.cleaner.backoff.ms and producer.id.expiration.ms as "
+                         "dynamic (read_only false); Strata describes them read-only")
 def test_every_key_the_broker_reads_is_described_with_kafkas_default(broker_factory):
-    # Kafka describes every broker key; the coordinators' and the cleaner's were once missing.
+    # Kafka describes every broker key but its internal ones (producer.id.expiration.check.
+    # interval.ms is internal: Kafka 4.4 does not describe it); the coordinators' and the
+    # cleaner's were once missing.
     b = broker_factory({"transaction.max.timeout.ms": "60000", "log.retention.hours": "24"})
     res = ConfigResource(ResourceType.BROKER, "0")
     a = admin(b)
@@ -224,7 +234,7 @@ def test_every_key_the_broker_reads_is_described_with_kafkas_default(broker_fact
         "offset.metadata.max.bytes": "4096", "group.min.session.timeout.ms": "6000",
         "group.max.session.timeout.ms": "1800000", "group.max.size": "2147483647",
         "transaction.state.log.num.partitions": "50", "transactional.id.expiration.ms": "604800000",
-        "producer.id.expiration.check.interval.ms": "600000", "log.cleaner.enable": "true",
+        "log.cleaner.enable": "true",
         "log.cleaner.backoff.ms": "15000", "log.roll.hours": "168", "producer.id.expiration.ms": "86400000",
     }
     for key, value in defaults.items():
@@ -239,16 +249,22 @@ def test_every_key_the_broker_reads_is_described_with_kafkas_default(broker_fact
     assert cfg["log.retention.minutes"].value is None, cfg["log.retention.minutes"]
 
 
-@pytest.mark.parametrize("key,value", [("transaction.max.timeout.ms", "fifteen-minutes"),
-                                       ("group.initial.rebalance.delay.ms", "-1"),
-                                       ("log.cleaner.dedupe.buffer.size", "10")])
+@pytest.mark.parametrize("key,value", [
+    ("transaction.max.timeout.ms", "fifteen-minutes"),
+    pytest.param("group.initial.rebalance.delay.ms", "-1", marks=pytest.mark.kafka_xfail(
+        "Kafka 4.4 starts with group.initial.rebalance.delay.ms=-1 (no validator); Strata refuses it")),
+    ("log.cleaner.dedupe.buffer.size", "10")])
 def test_a_bad_coordinator_or_cleaner_setting_stops_the_broker_naming_the_key(tmp_path, key, value):
     # These were once read leniently: a value that was no number fell back to the default.
-    b = Broker(tmp_path / "bad")
+    b = new_broker(tmp_path / "bad")
     b.overrides = {key: value}
     b.spawn()
-    wait_until(lambda: b.proc.poll() is not None, 30, "the broker refuses to start")
-    assert b.proc.returncode != 0
+    try:
+        rc = wait_until(lambda: b.proc.poll() is not None and (b.proc.returncode,), 30,
+                        "the broker refuses to start")[0]
+    finally:
+        b.kill()  # a broker that serves instead must not outlive the test
+    assert rc != 0
     log = b.log_text()
     assert key in log and value in log, log[-2000:]
 
@@ -276,6 +292,7 @@ def stderr_without_command_line(b: Broker) -> str:
      ["listener.name.sasl_plaintext.plain.sasl.jaas.config"]),
     ({"super.users": "User:admin"}, ["super.users"]),
 ], ids=["ssl-listener", "mapped-listener", "inter-broker", "ssl-key", "jaas", "super-users"])
+@pytest.mark.strata_only("Strata has no TLS, SASL or ACLs yet and refuses their settings; Kafka serves them")
 def test_a_security_setting_stops_the_broker_naming_the_key(tmp_path, overrides, named):
     b = Broker(tmp_path / "secured")
     b.overrides = overrides
@@ -292,6 +309,7 @@ def test_a_security_setting_stops_the_broker_naming_the_key(tmp_path, overrides,
     assert "jaas-s3cret" not in log, "a secret was printed"
 
 
+@pytest.mark.strata_only("Strata has no TLS, SASL or ACLs yet and refuses their settings; Kafka serves them")
 def test_kafkas_secured_server_properties_stop_the_broker_before_it_serves(tmp_path):
     ports = [free_port() for _ in range(3)]
     props = tmp_path / "server.properties"
@@ -336,7 +354,10 @@ def test_confluent_create_partitions(broker):
     assert error_code_of(a.create_partitions([NewPartitions(missing, 2)])[missing]) == wire.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def test_confluent_delete_topic(broker):
+def test_confluent_delete_topic(broker_factory):
+    # Kafka renames a deleted partition's directory at once and removes it after
+    # log.segment.delete.delay.ms (60 s by default), so the test shortens that delay.
+    broker = broker_factory({"log.segment.delete.delay.ms": "100"})
     a = admin(broker)
     topic = util.unique_topic("del")
     util.create_topic(broker.bootstrap, topic, partitions=2)
@@ -430,7 +451,9 @@ def _kp_codes(result: dict) -> dict[str, int]:
     return {t["name"]: t["error_code"] for t in result["topics"]}
 
 
-def test_kafka_python_create_describe_delete(broker):
+def test_kafka_python_create_describe_delete(broker_factory):
+    # As test_confluent_delete_topic: deleted directories go after log.segment.delete.delay.ms.
+    broker = broker_factory({"log.segment.delete.delay.ms": "100"})
     a = kp_admin(broker)
     try:
         topic = util.unique_topic("kpadm")

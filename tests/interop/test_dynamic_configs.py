@@ -74,6 +74,8 @@ def broker_configs(a: AdminClient, name: str):
     return a.describe_configs([res])[res].result(timeout=30)
 
 
+@pytest.mark.kafka_xfail("Kafka 4.4 answers an invalid cluster-default compression.type ('brotli') through "
+                         "IncrementalAlterConfigs with INVALID_REQUEST (42); Strata answers INVALID_CONFIG (40)")
 def test_topic_compression_type_recompresses_and_dynamic_broker_defaults_apply(broker_factory):
     b = broker_factory({})
     a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
@@ -150,6 +152,7 @@ def test_topic_compression_type_recompresses_and_dynamic_broker_defaults_apply(b
 
 
 
+@pytest.mark.strata_only("Strata has no TLS, SASL or ACLs yet and refuses their keys; Kafka stores and serves them")
 def test_a_security_key_is_refused_at_run_time_and_never_stored(broker_factory):
     # Strata serves neither TLS nor SASL nor ACLs: a security key set at run time would be
     # stored and ignored, so it is refused as one in server.properties stops the broker.

@@ -2,7 +2,11 @@
 (`enable_incremental_fetch_sessions`, on by default) consumes a 64-partition topic in a group
 while records keep arriving on a few partitions. Every record arrives once, and the broker's
 metrics show the consumer's session open with every partition in it, so the fetches were
-incremental rather than full."""
+incremental rather than full.
+
+On Apache Kafka (STRATA_TARGET=kafka) the same consumption is checked, but not the session
+metrics: Kafka publishes them over JMX only (kafka.server:type=FetchSessionCache), which this
+suite does not read; the Prometheus endpoint is Strata's."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import urllib.request
 from kafka import KafkaConsumer
 from confluent_kafka import Producer
 
-from broker import free_port
+from broker import ON_KAFKA, free_port
 import util
 
 PARTITIONS = 64
@@ -58,10 +62,12 @@ def test_kafka_python_consumes_through_an_incremental_fetch_session(broker_facto
             if len(seen) >= produced and produced < 300:
                 produce(produced, 100)
                 produced += 100
+            if ON_KAFKA:
+                continue
             if (metric(mport, "kafka_server_fetchsessioncache_numincrementalfetchsessions") or 0) >= 1:
                 cached = metric(mport, "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached")
                 sessions_seen |= cached == PARTITIONS
         assert sorted(seen) == sorted(f"v{i}" for i in range(300)), "every record once"
-        assert sessions_seen, "the consumer's fetches went through a session holding every partition"
+        assert sessions_seen or ON_KAFKA, "the consumer's fetches went through a session holding every partition"
     finally:
         c.close()

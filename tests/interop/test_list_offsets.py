@@ -79,6 +79,7 @@ def test_confluent_consumer(broker, timed_topic):
         c.close()
 
 
+@pytest.mark.kafka_smoke
 def test_confluent_admin_list_offsets(broker, timed_topic):
     topic, t0, _ = timed_topic
     a = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -162,6 +163,7 @@ def test_kafkajs(broker, timed_topic):
     assert out["byTimestamp"] == [{"partition": 0, "offset": str(expected_offset_for(t0 + 10_500, t0))}], out
 
 
+@pytest.mark.kafka_smoke
 def test_kcat_query(broker, timed_topic):
     topic, t0, _ = timed_topic
     for ts in (t0 + 20_000, t0 + 150_000):

@@ -124,6 +124,7 @@ def test_aiokafka_roundtrip(module_broker, codec):
     assert_records(recs, util.confluent_read(b, topic, 0, N_OTHER), what="confluent reading aiokafka")
 
 
+@pytest.mark.kafka_smoke
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("codec", CODECS)
 def test_kafkajs_roundtrip(module_broker, codec, tmp_path):

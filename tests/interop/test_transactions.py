@@ -736,7 +736,11 @@ def test_idempotent_duplicate_and_sequence_gap_on_the_wire(broker_factory):
     topic = unique("idem-raw")
     util.create_topic(b.bootstrap, topic, 1)
     with wire.Conn(b.port) as c:
-        err, pid, epoch = init_producer_id(c)
+        # Apache Kafka 4.4 answered this first idempotent InitProducerId, sent just after
+        # start-up, with COORDINATOR_LOAD_IN_PROGRESS (14): a retriable error, which clients
+        # retry, so the test does too.
+        err, pid, epoch = wait_until(lambda: (r := init_producer_id(c))[0] != 14 and r, 20,
+                                     "InitProducerId past COORDINATOR_LOAD_IN_PROGRESS")
         assert err == 0 and pid >= 0 and epoch >= 0, (err, pid, epoch)
 
         def send(values, seq):

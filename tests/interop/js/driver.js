@@ -27,12 +27,39 @@ const readline = require('readline')
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require('kafkajs')
 const SnappyCodec = require('kafkajs-snappy')
 const lz4 = require('lz4js')
+const xxh32 = require('lz4js/xxh32')
 const fzstd = require('fzstd')
 const { ZstdCodec } = require('zstd-codec')
 
+// LZ4 frames with their blocks flagged independent (FLG 0x60; 4 MiB blocks, BD 0x70, as lz4js
+// writes), each block compressed with a fresh hash table so that none refers to an earlier one.
+// lz4js.compress writes FLG 0x40 (blocks dependent), which Apache Kafka refuses
+// ("Dependent block stream is unsupported", UNKNOWN_SERVER_ERROR on Produce).
+const LZ4_BLOCK_BYTES = 4 << 20
+function lz4Frame(src) {
+  const header = Buffer.from([0x04, 0x22, 0x4d, 0x18, 0x60, 0x70, 0])
+  header[6] = (xxh32.hash(0, header, 4, 2) >>> 8) & 0xff
+  const parts = [header]
+  for (let i = 0; i < src.length; i += LZ4_BLOCK_BYTES) {
+    const block = src.subarray(i, Math.min(i + LZ4_BLOCK_BYTES, src.length))
+    const out = Buffer.alloc(lz4.compressBound(block.length))
+    const n = lz4.compressBlock(block, out, 0, block.length, new Uint32Array(1 << 16))
+    const size = Buffer.alloc(4)
+    if (n === 0 || n >= block.length) {
+      size.writeUInt32LE((0x80000000 | block.length) >>> 0) // stored uncompressed
+      parts.push(size, Buffer.from(block))
+    } else {
+      size.writeUInt32LE(n)
+      parts.push(size, out.subarray(0, n))
+    }
+  }
+  parts.push(Buffer.alloc(4)) // end mark
+  return Buffer.concat(parts)
+}
+
 const Lz4Codec = () => ({
   async compress(encoder) {
-    return Buffer.from(lz4.compress(encoder.buffer))
+    return lz4Frame(Buffer.from(encoder.buffer))
   },
   async decompress(buffer) {
     return Buffer.from(lz4.decompress(buffer))
