@@ -261,18 +261,18 @@ impl MetadataQuorum {
         }
         let raft_config = Arc::new(raft_config(config)?);
         let owned_dir = dir.to_path_buf();
-        let retry = WriteRetry::default();
-        let store_retry = retry.clone();
         let opened = files::blocking(move || {
             std::fs::create_dir_all(&owned_dir).map_err(|e| StoreError::io("create", &owned_dir, e))?;
             let (lock, released) = DirLock::acquire_watched(&owned_dir)?;
             let lock = Arc::new(lock);
+            let retry = WriteRetry::with_reserve(&owned_dir);
+            let store_retry = retry.clone();
             let log = LogStore::open(&owned_dir, lock.clone(), store_retry.clone())?;
             let sm = StateMachine::open(&owned_dir, cache, lock, store_retry)?;
-            Ok((log, sm, released))
+            Ok((log, sm, released, retry))
         })
         .await;
-        let (log, sm, released) =
+        let (log, sm, released, retry) =
             opened.map_err(|source| QuorumError::Storage { dir: dir.to_path_buf(), source })?;
         let committed_index = log.committed_index();
         let network = NetworkFactory {
