@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+mod tmpfs;
+pub use tmpfs::Tmpfs;
+
 /// How long a broker gets to become ready before a test fails.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long SIGTERM gets before the process is killed and the test fails.
