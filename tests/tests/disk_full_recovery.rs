@@ -10,7 +10,9 @@
 //! answered: a broker that stops answering fails the test with what it was waiting for.
 //!
 //! CI runs the data-dir scenario `STRATA_DISK_FULL_ROUNDS` times (2 by default) and the
-//! metadata one once; the ignored soak runs 20 rounds of each.
+//! metadata one once, and each on a 3-node cluster once (the active controller's
+//! metadata disk fills: another voter takes over, and it rejoins once freed); the
+//! ignored soak runs 20 rounds of each.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -27,6 +29,10 @@ const OTHER: &str = "other";
 const FILLER_RECORD: usize = 16 << 10;
 
 type Outcome = Result<(), String>;
+
+/// The tests of this file run one at a time: each starts brokers (three for the cluster
+/// ones) that fill disks as fast as they can, and the machines running CI have two cores.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn producer(addr: &str) -> Producer {
     let mut config = ProducerConfig::new(addr);
@@ -85,9 +91,17 @@ fn deleted_open_files(pid: u32) -> Vec<String> {
         .collect()
 }
 
-/// Deletes `BIG` (retrying while the broker answers with an error), then waits until
-/// its directory is gone and its space is back.
-async fn delete_big(admin: &Admin, broker: &BrokerProcess, fs: &Tmpfs, data: &Path) -> Outcome {
+/// A node whose data directory is on a tmpfs of its own.
+struct Node<'a> {
+    broker: &'a BrokerProcess,
+    fs: &'a Tmpfs,
+    data: &'a Path,
+}
+
+/// Deletes `BIG` (retrying while the broker answers with an error), then waits until its
+/// directory is gone from every node, its space is back, and no node holds a deleted
+/// file of it open.
+async fn delete_big(admin: &Admin, nodes: &[Node<'_>]) -> Outcome {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let results =
@@ -99,19 +113,31 @@ async fn delete_big(admin: &Admin, broker: &BrokerProcess, fs: &Tmpfs, data: &Pa
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
-    let big_dir = data.join(format!("{BIG}-0"));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while big_dir.exists() || fs.free_bytes() < 4 << 20 {
-        if Instant::now() > deadline {
-            let held = broker.pid().map(deleted_open_files).unwrap_or_default();
-            return Err(format!(
-                "space not freed after the delete: {} exists: {}, {} bytes free, deleted files held open: {held:?}",
-                big_dir.display(),
-                big_dir.exists(),
-                fs.free_bytes()
-            ));
+    for node in nodes {
+        let big_dir = node.data.join(format!("{BIG}-0"));
+        loop {
+            let held: Vec<String> = node
+                .broker
+                .pid()
+                .map(deleted_open_files)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|f| f.starts_with(&node.fs.path().display().to_string()))
+                .collect();
+            if !big_dir.exists() && node.fs.free_bytes() >= 4 << 20 && held.is_empty() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "space not freed after the delete: {} exists: {}, {} bytes free, deleted files held open: {held:?}",
+                    big_dir.display(),
+                    big_dir.exists(),
+                    node.fs.free_bytes()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
 }
@@ -199,7 +225,7 @@ async fn data_dir_full_then_freed(round: usize) -> Outcome {
         let client = within(Duration::from_secs(10), "connect", Client::connect(client_config))
             .await?
             .map_err(|e| e.to_string())?;
-        delete_big(&Admin::new(client), &broker, &fs, &data).await?;
+        delete_big(&Admin::new(client), &[Node { broker: &broker, fs: &fs, data: &data }]).await?;
         let acked = produce_other(&addr, 100, Instant::now() + Duration::from_secs(20)).await?;
         let seen = read_other(&addr).await?;
         match acked.difference(&seen).next() {
@@ -338,7 +364,211 @@ free bytes: {}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_metadata_dir_keeps_the_node_answering_and_writes_resume_when_freed() {
+    let _serial = SERIAL.lock().await;
     if let Err(e) = metadata_dir_full_then_freed().await {
+        panic!("{e}");
+    }
+}
+
+/// Shortened cluster timings (as `tests/interop/cluster.py`), so an election takes about a
+/// second.
+const FAST: &[&str] = &[
+    "broker.heartbeat.interval.ms=300",
+    "broker.session.timeout.ms=2500",
+    "replica.lag.time.max.ms=2500",
+    "replica.fetch.wait.max.ms=200",
+    "replica.fetch.backoff.ms=100",
+    "controller.quorum.election.timeout.ms=600",
+    "controller.quorum.fetch.timeout.ms=1200",
+    "controller.quorum.request.timeout.ms=1500",
+];
+
+/// Three nodes, each broker and controller, each with its data directory (and its
+/// metadata log, unless `meta_size` gives that a tmpfs of its own) on a tmpfs of
+/// `data_size`. `None` when tmpfs cannot be mounted (not root).
+struct Cluster {
+    nodes: Vec<BrokerProcess>,
+    data_fs: Vec<Tmpfs>,
+    meta_fs: Vec<Tmpfs>,
+}
+
+impl Cluster {
+    fn start(data_size: &str, meta_size: Option<&str>) -> Result<Option<Cluster>, String> {
+        let mut data_fs = Vec::new();
+        let mut meta_fs = Vec::new();
+        for _ in 0..3 {
+            let Some(fs) = Tmpfs::mount(data_size) else { return Ok(None) };
+            std::fs::create_dir_all(fs.path().join("data")).expect("data dir");
+            data_fs.push(fs);
+            if let Some(size) = meta_size {
+                let Some(fs) = Tmpfs::mount(size) else { return Ok(None) };
+                meta_fs.push(fs);
+            }
+        }
+        let port = |_| strata_tests::free_port().expect("port");
+        let (client, internal, controller): (Vec<u16>, Vec<u16>, Vec<u16>) =
+            ((0..3).map(port).collect(), (0..3).map(port).collect(), (0..3).map(port).collect());
+        let voters: Vec<String> = (0..3).map(|i| format!("{i}@127.0.0.1:{}", controller[i])).collect();
+        let mut nodes = Vec::new();
+        for i in 0..3 {
+            let mut overrides: Vec<String> = FAST.iter().map(|s| s.to_string()).collect();
+            overrides.extend([
+                format!("node.id={i}"),
+                "process.roles=broker,controller".into(),
+                format!("controller.quorum.voters={}", voters.join(",")),
+                "controller.listener.names=CONTROLLER".into(),
+                "inter.broker.listener.name=INTERNAL".into(),
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+                    .into(),
+                format!(
+                    "listeners=PLAINTEXT://127.0.0.1:{},INTERNAL://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                    client[i], internal[i], controller[i]
+                ),
+                format!(
+                    "advertised.listeners=PLAINTEXT://127.0.0.1:{},INTERNAL://127.0.0.1:{}",
+                    client[i], internal[i]
+                ),
+                format!("log.dirs={}", data_fs[i].path().join("data").display()),
+                "log.segment.bytes=1048576".into(),
+                "num.partitions=1".into(),
+                "default.replication.factor=3".into(),
+            ]);
+            if let Some(fs) = meta_fs.get(i) {
+                overrides.push(format!("metadata.log.dir={}", fs.path().join("meta").display()));
+            }
+            let refs: Vec<&str> = overrides.iter().map(String::as_str).collect();
+            nodes.push(BrokerProcess::launch_on(client[i], &refs).map_err(|e| format!("launch: {e:#}"))?);
+        }
+        for node in &mut nodes {
+            node.wait_ready(Duration::from_secs(60)).map_err(|e| format!("node not ready: {e:#}"))?;
+        }
+        Ok(Some(Cluster { nodes, data_fs, meta_fs }))
+    }
+
+    fn bootstrap(&self) -> String {
+        self.nodes.iter().map(|n| n.addr().to_string()).collect::<Vec<_>>().join(",")
+    }
+
+    async fn admin(&self) -> Result<(Client, Admin), String> {
+        let mut config = ClientConfig::new(&self.bootstrap());
+        config.set("request.timeout.ms", "10000").expect("timeout");
+        let client = within(Duration::from_secs(10), "connect", Client::connect(config))
+            .await?
+            .map_err(|e| e.to_string())?;
+        Ok((client.clone(), Admin::new(client)))
+    }
+
+    /// Every node's log, to explain a failure.
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            out.push_str(&format!("---- node {i} log ----\n{}\n", n.log_contents()));
+        }
+        out
+    }
+}
+
+/// The operator's scenario on three nodes: a topic replicated three times fills every
+/// node's data disk, is deleted, and writes to another topic resume on all of them.
+async fn cluster_data_dirs_full_then_freed() -> Outcome {
+    let Some(cluster) = Cluster::start("12m", None)? else { return Ok(()) };
+    let addr = cluster.bootstrap();
+    let result = async {
+        fill(&addr).await?;
+        for fs in &cluster.data_fs {
+            fill_with_file(fs.path());
+        }
+        let (_, admin) = cluster.admin().await?;
+        let data: Vec<std::path::PathBuf> = cluster.data_fs.iter().map(|fs| fs.path().join("data")).collect();
+        let nodes: Vec<Node<'_>> = (0..3)
+            .map(|i| Node { broker: &cluster.nodes[i], fs: &cluster.data_fs[i], data: &data[i] })
+            .collect();
+        delete_big(&admin, &nodes).await?;
+        let acked = produce_other(&addr, 100, Instant::now() + Duration::from_secs(30)).await?;
+        let seen = read_other(&addr).await?;
+        match acked.difference(&seen).next() {
+            Some(n) => Err(format!("acknowledged record {n} is not readable")),
+            None => Ok(()),
+        }
+    }
+    .await;
+    result.map_err(|e| format!("{e}\n{}", cluster.logs()))
+}
+
+/// The active controller's metadata disk fills up: another voter takes over within
+/// seconds (a topic can be created through any node), the full one answers meanwhile,
+/// and once freed it writes its metadata log again and follows the new leader.
+async fn cluster_metadata_dir_full_then_freed() -> Outcome {
+    let Some(cluster) = Cluster::start("64m", Some("1m"))? else { return Ok(()) };
+    let addr = cluster.bootstrap();
+    let result = async {
+        let active = (0..3)
+            .find(|&i| cluster.nodes[i].log_contents().contains("became the active controller"))
+            .ok_or("no node became the active controller")?;
+        let (client, _) = cluster.admin().await?;
+        produce_other(&addr, 10, Instant::now() + Duration::from_secs(20)).await?;
+        let filler = fill_with_file(cluster.meta_fs[active].path());
+        // Metadata writes use up the full node's page slack and reserve, then stall it.
+        let mut n = 0;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !cluster.nodes[active].log_contents().contains("cannot write the metadata log") {
+            if Instant::now() > deadline || n > 600 {
+                return Err(format!("node {active}'s metadata writes never failed ({n} topics created)"));
+            }
+            // Errors are fine here (the controller may be moving); answers are not optional.
+            try_create(&client, &format!("while-full-{n}")).await?;
+            n += 1;
+        }
+        eprintln!("node {active}'s metadata log stalled after {n} topics were created");
+        let stalled = Instant::now();
+        // Another voter becomes the active controller: creating a topic works again.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !try_create(&client, "elsewhere").await? {
+            if Instant::now() > deadline {
+                return Err("no other voter took over while the controller's metadata disk was full".into());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        eprintln!("another voter created a topic {:?} after the stall", stalled.elapsed());
+        let acked = produce_other(&addr, 20, Instant::now() + Duration::from_secs(20)).await?;
+        std::fs::remove_file(&filler).expect("free the metadata disk");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !cluster.nodes[active].log_contents().contains("writes to the metadata log succeed again") {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "node {active} did not write its metadata log again after space was freed"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        while !try_create(&client, "after").await? {
+            if Instant::now() > deadline {
+                return Err("metadata writes did not resume after space was freed".into());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let seen = read_other(&addr).await?;
+        match acked.difference(&seen).next() {
+            Some(n) => Err(format!("acknowledged record {n} is not readable")),
+            None => Ok(()),
+        }
+    }
+    .await;
+    result.map_err(|e| format!("{e}\n{}", cluster.logs()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_whose_data_dirs_fill_resume_writes_once_the_topic_is_deleted() {
+    let _serial = SERIAL.lock().await;
+    if let Err(e) = cluster_data_dirs_full_then_freed().await {
+        panic!("{e}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_move_the_controller_off_a_full_metadata_disk_and_it_rejoins_when_freed() {
+    let _serial = SERIAL.lock().await;
+    if let Err(e) = cluster_metadata_dir_full_then_freed().await {
         panic!("{e}");
     }
 }
@@ -347,11 +577,12 @@ fn rounds() -> usize {
     std::env::var("STRATA_DISK_FULL_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2)
 }
 
-/// 20 rounds of both scenarios in a row (about three minutes): `cargo test -p strata-tests
+/// 20 rounds of every scenario in a row (about nine minutes): `cargo test -p strata-tests
 /// --test disk_full_recovery -- --ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a soak of about three minutes; CI runs the short versions"]
+#[ignore = "a soak of about nine minutes; CI runs the short versions"]
 async fn soak_twenty_rounds_of_each_disk_filling_up_and_being_freed() {
+    let _serial = SERIAL.lock().await;
     for round in 0..20 {
         if let Err(e) = data_dir_full_then_freed(round).await {
             panic!("{e}");
@@ -359,11 +590,18 @@ async fn soak_twenty_rounds_of_each_disk_filling_up_and_being_freed() {
         if let Err(e) = metadata_dir_full_then_freed().await {
             panic!("round {round}: {e}");
         }
+        if let Err(e) = cluster_data_dirs_full_then_freed().await {
+            panic!("round {round}: {e}");
+        }
+        if let Err(e) = cluster_metadata_dir_full_then_freed().await {
+            panic!("round {round}: {e}");
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_topic_that_filled_the_data_dir_lets_writes_resume() {
+    let _serial = SERIAL.lock().await;
     for round in 0..rounds() {
         if let Err(e) = data_dir_full_then_freed(round).await {
             panic!("{e}");
