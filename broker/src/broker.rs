@@ -27,6 +27,15 @@ pub enum StartError {
         /// The error.
         source: std::io::Error,
     },
+    /// `metadata.log.dir` cannot hold the metadata log (not a directory, or not
+    /// writable): refused at start-up rather than when the first metadata write fails.
+    #[error("metadata.log.dir={path} cannot be used: {source}")]
+    MetadataLogDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// `meta.properties` belongs to another node.
     #[error("meta.properties in {path} is for node.id {found}, but this broker is node.id {configured}")]
     NodeIdMismatch {
@@ -112,6 +121,19 @@ pub struct Broker {
     applied: tokio::sync::watch::Sender<u64>,
 }
 
+/// Creates `dir` if needed and checks that files can be created in it (a probe file,
+/// removed at once): a directory that is a file, or on a read-only file system, stops
+/// the start with its name instead of failing the first write hours later.
+fn check_writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    if !dir.is_dir() {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"));
+    }
+    let probe = dir.join(".strata-write-probe");
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
+}
+
 impl Broker {
     /// Opens the data directory: `meta.properties` and every log (recovering them if the
     /// last shutdown was not clean). Nothing is served yet: roles come from the metadata
@@ -119,6 +141,10 @@ impl Broker {
     pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
         let dir = config.data_dir().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir { path: dir.clone(), source })?;
+        if let Some(meta) = config.cluster.metadata_log_dir.as_ref().filter(|_| config.cluster.controller) {
+            check_writable_dir(meta)
+                .map_err(|source| StartError::MetadataLogDir { path: meta.clone(), source })?;
+        }
         let cluster_id = load_meta_properties(&dir, config.node_id)?;
         let bootstrap_records = crate::topics::import_single_node_store(&dir, config.node_id)?;
         crate::limits::check_segments_fit(&dir).map_err(StartError::OpenFilesLimit)?;

@@ -1,7 +1,18 @@
 //! The one place where internal errors become Kafka error codes.
 
+use crate::controller::raft::ServeError;
 use strata_protocol::ErrorCode;
 use strata_storage::StorageError;
+
+/// The error code of a StrataRaft answer whose RPC could not be served.
+pub fn raft_serve_error_code(e: &ServeError) -> ErrorCode {
+    match e {
+        ServeError::UnknownKind(_) | ServeError::Decode { .. } => ErrorCode::InvalidRequest,
+        ServeError::Encode { .. } => ErrorCode::UnknownServerError,
+        // Raft is waiting on its log (a full disk): the caller retries at its next heartbeat.
+        ServeError::Busy { .. } => ErrorCode::RequestTimedOut,
+    }
+}
 
 /// The Kafka error code a client should see for a storage error.
 pub fn storage_error_code(e: &StorageError) -> ErrorCode {

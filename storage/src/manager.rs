@@ -166,14 +166,16 @@ impl LogManager {
 
     /// Deletes the log of `topic`-`partition` and its directory. The directory is first
     /// renamed with a `-delete` suffix so a crash mid-way cannot resurrect it. Returns
-    /// whether the log existed. Other holders of the `Arc<Log>` get `LogClosed`.
+    /// whether the log existed. Other holders of the `Arc<Log>` get `LogClosed`. Nothing
+    /// is written first ([`Log::close_for_delete`]): deleting a topic is how an operator
+    /// frees a full disk, where every write fails.
     pub fn remove(&self, topic: &str, partition: i32) -> Result<bool> {
         let removed = {
             let mut logs = self.logs.write().unwrap_or_else(|e| e.into_inner());
             logs.remove(&(topic.to_string(), partition))
         };
         let Some(log) = removed else { return Ok(false) };
-        log.close()?;
+        log.close_for_delete();
         let dir = self.root.join(partition_dir_name(topic, partition)?);
         let nanos =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());

@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+mod tmpfs;
+pub use tmpfs::Tmpfs;
+
 /// How long a broker gets to become ready before a test fails.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long SIGTERM gets before the process is killed and the test fails.
@@ -143,6 +146,26 @@ impl BrokerProcess {
             wrapper: wrapper.iter().map(|s| s.to_string()).collect(),
         };
         b.spawn()?;
+        Ok(b)
+    }
+
+    /// Spawns a broker listening for clients on `port` without waiting for it to be ready:
+    /// the nodes of a cluster become ready only together, once a quorum of them runs.
+    /// Call [`BrokerProcess::wait_ready`] on each afterwards.
+    pub fn launch_on(port: u16, extra_overrides: &[&str]) -> Result<Self> {
+        let tmp = tempfile::Builder::new().prefix("strata-e2e-").tempdir().context("creating temp dir")?;
+        std::fs::create_dir_all(tmp.path().join("data"))?;
+        let mut b = BrokerProcess {
+            child: None,
+            bin: strata_bin()?,
+            port,
+            tmp,
+            extra_overrides: extra_overrides.iter().map(|s| s.to_string()).collect(),
+            starts: 0,
+            wrapper: Vec::new(),
+        };
+        let mut cmd = b.command()?;
+        b.child = Some(cmd.spawn().with_context(|| format!("spawning {}", b.bin.display()))?);
         Ok(b)
     }
 
@@ -282,7 +305,7 @@ impl BrokerProcess {
 
     /// Polls until a fresh connection gets a well-formed ApiVersions v0 answer, or fails with the
     /// broker's log if the deadline passes or the process exits.
-    fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+    pub fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let mut last_err = anyhow!("never tried");
         while Instant::now() < deadline {

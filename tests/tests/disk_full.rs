@@ -5,49 +5,15 @@
 //! after kill -9 on the full disk every acknowledged record is readable.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use strata_client::consumer::{Consumer, ConsumerConfig};
 use strata_client::producer::{Producer, ProducerConfig, ProducerRecord};
 use strata_client::TopicPartition;
-use strata_tests::BrokerProcess;
+use strata_tests::{BrokerProcess, Tmpfs};
 
 const TOPIC: &str = "filling";
 const FILLER: usize = 3 << 20;
-
-/// A tmpfs of `size` mounted on a fresh directory; unmounted when dropped.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("disk_full: not root, cannot mount a tmpfs; skipped");
-            return None;
-        }
-        let dir = tempfile::Builder::new().prefix("strata-full-").tempdir().expect("mount point");
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("run mount");
-        assert!(st.success(), "mounting a tmpfs as root failed: {st}");
-        Some(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-    }
-}
 
 async fn producer(broker: &BrokerProcess) -> Producer {
     let mut config = ProducerConfig::new(&broker.addr().to_string());

@@ -86,6 +86,7 @@ impl ControllerService {
             config,
             active: false,
             next_rebalance: None,
+            write_failing: false,
         };
         tokio::spawn(task.run(rx));
         ControllerService { tx, quorum, cache, stale_after }
@@ -139,6 +140,8 @@ struct Task {
     config: ServiceConfig,
     active: bool,
     next_rebalance: Option<tokio::time::Instant>,
+    /// The last metadata write failed (warned once until one succeeds).
+    write_failing: bool,
 }
 
 impl Task {
@@ -150,6 +153,11 @@ impl Task {
             tokio::select! {
                 call = rx.recv() => {
                     let Some(call) = call else { return };
+                    // The caller gave up (its deadline passed while earlier calls waited
+                    // on writes): deciding it now would only change metadata unasked.
+                    if call.reply.is_closed() {
+                        continue;
+                    }
                     self.check_leadership().await;
                     let response = if self.active {
                         self.handle(call.body, call.version).await
@@ -242,9 +250,18 @@ impl Task {
         records: Vec<MetadataRecord>,
     ) -> Result<(u64, crate::metadata::ApplyOutcome), QuorumError> {
         match self.quorum.write(MetadataBatch(records)).await {
-            Ok(done) => Ok(done),
+            Ok(done) => {
+                if std::mem::take(&mut self.write_failing) {
+                    tracing::info!("metadata writes succeed again");
+                }
+                Ok(done)
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "metadata write failed");
+                // Once per episode: a full metadata disk fails every write for as long as
+                // it lasts, and the quorum's storage logs the cause.
+                if !std::mem::replace(&mut self.write_failing, true) {
+                    tracing::warn!(error = %e, "metadata write failed; answering NOT_CONTROLLER");
+                }
                 if matches!(e, QuorumError::NotLeader { .. }) {
                     self.active = false;
                 }

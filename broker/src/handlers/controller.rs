@@ -70,8 +70,8 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request) -> Outcome {
             Ok(payload) => StrataRaftResponse { error_code: 0, payload }.into(),
             Err(e) => {
                 tracing::debug!(error = %e, "Raft RPC refused");
-                StrataRaftResponse { error_code: ErrorCode::InvalidRequest.code(), payload: Bytes::new() }
-                    .into()
+                let error_code = crate::errors::raft_serve_error_code(&e).code();
+                StrataRaftResponse { error_code, payload: Bytes::new() }.into()
             }
         },
         RequestBody::StrataMetadataFetch(r) => metadata_fetch(&service, r).await.into(),

@@ -402,12 +402,22 @@ impl Log {
         Ok(())
     }
 
-    /// Closes the log and removes its directory with everything in it.
-    pub fn delete(&self) -> Result<()> {
+    /// Closes the log for deletion without writing anything: no flush, no producer
+    /// snapshot, no index trim. A log is deleted most urgently when its disk is full, and
+    /// then any write fails, which must not stop its files from being removed. Dropping
+    /// the segments closes their files and unmaps their indexes, so their space comes
+    /// back once the directory is removed (other holders of the `Arc<Log>` get
+    /// `LogClosed`; a reader's open `FileSlice` keeps only its own file until it is sent).
+    pub fn close_for_delete(&self) {
         let mut inner = self.write_inner();
         inner.closed = true;
         inner.segments = BTreeMap::new();
         inner.pending_deletes.clear();
+    }
+
+    /// Closes the log and removes its directory with everything in it.
+    pub fn delete(&self) -> Result<()> {
+        self.close_for_delete();
         match std::fs::remove_dir_all(&self.dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -15,8 +15,14 @@
 //! file with one `ftruncate` + fsync (old or new length after a crash). `purge` rewrites
 //! the file without the purged prefix into `raft.log.tmp` and renames it over `raft.log`
 //! (old or new file after a crash; an old one just means the purge is redone later).
+//!
+//! A full disk: appends, truncations and the vote are retried until they succeed
+//! ([`WriteRetry`]), because openraft stops for good on any storage error. A purge that
+//! cannot rewrite the file leaves the old one (a superset of the log, as after a crash
+//! mid-purge) and is redone by the next purge; it needs as much free space as the log.
 
 use super::files::{self, blocking, decode_frame, encode_frame, DirLock, Frame, StoreError};
+use super::retry::WriteRetry;
 use super::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{OptionalSend, StorageIOError};
@@ -210,6 +216,10 @@ pub(crate) struct LogStore {
     committed_index: Arc<AtomicU64>,
     /// The last write of the committed index failed (warned once until one succeeds).
     committed_write_failed: bool,
+    /// The last purge could not rewrite the file (warned once until one succeeds).
+    purge_write_failed: bool,
+    /// Retries the writes Raft needs durable while they fail.
+    retry: WriteRetry,
     _lock: Arc<DirLock>,
 }
 
@@ -233,8 +243,9 @@ fn to_storage(e: StoreError) -> StorageError {
 }
 
 impl LogStore {
-    /// Opens (or creates) the log in `dir`. Blocking: call it from a blocking task.
-    pub(crate) fn open(dir: &Path, lock: Arc<DirLock>) -> Result<LogStore, StoreError> {
+    /// Opens (or creates) the log in `dir`; its durable writes retry through `retry`.
+    /// Blocking: call it from a blocking task.
+    pub(crate) fn open(dir: &Path, lock: Arc<DirLock>, retry: WriteRetry) -> Result<LogStore, StoreError> {
         let (log, file) = load_log(dir)?;
         files::remove_stale_tmp(dir, VOTE_FILE)?;
         files::remove_stale_tmp(dir, COMMITTED_FILE)?;
@@ -263,6 +274,8 @@ impl LogStore {
             committed,
             committed_index: Arc::new(AtomicU64::new(committed.map_or(0, |c| c.index + 1))),
             committed_write_failed: false,
+            purge_write_failed: false,
+            retry,
             _lock: lock,
         })
     }
@@ -297,14 +310,18 @@ impl LogStore {
             }
         }
         let file = self.file.clone();
-        blocking(move || file.lock().map_err(|_| StoreError::Poisoned)?.append(&frames, &starts)).await
+        self.retry
+            .run("append", move || file.lock().map_err(|_| StoreError::Poisoned)?.append(&frames, &starts))
+            .await
     }
 
     /// Drops the entries at `index` and after (conflicting, uncommitted entries).
     pub(crate) async fn truncate_from(&mut self, index: u64) -> Result<(), StoreError> {
         write_log(&self.log).entries.split_off(&index);
         let file = self.file.clone();
-        blocking(move || file.lock().map_err(|_| StoreError::Poisoned)?.truncate(index)).await
+        self.retry
+            .run("truncate", move || file.lock().map_err(|_| StoreError::Poisoned)?.truncate(index))
+            .await
     }
 
     /// Drops the entries up to and including `upto` (they are in a snapshot).
@@ -319,12 +336,28 @@ impl LogStore {
             (log.last_purged, log.entries.values().cloned().collect::<Vec<_>>())
         };
         let (file, dir) = (self.file.clone(), self.dir.clone());
-        blocking(move || {
+        let rewritten = blocking(move || {
             let mut file = file.lock().map_err(|_| StoreError::Poisoned)?;
             *file = LogFile::rewrite(&dir, last_purged, &kept)?;
             Ok(())
         })
-        .await
+        .await;
+        match rewritten {
+            // The old file stays, holding the purged entries too: a later purge (or a
+            // restart, which purges again after the snapshot) drops them.
+            Err(e @ StoreError::Io { .. }) => {
+                if !self.purge_write_failed {
+                    tracing::warn!(error = %e, "cannot rewrite the metadata log to purge it; keeping it whole for now");
+                }
+                self.purge_write_failed = true;
+                Ok(())
+            }
+            Err(e) => Err(e),
+            Ok(()) => {
+                self.purge_write_failed = false;
+                Ok(())
+            }
+        }
     }
 }
 
@@ -380,7 +413,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let bytes = serde_json::to_vec(vote)
             .map_err(|source| StorageIOError::write_vote(&StoreError::Encode { what: "vote", source }))?;
         let dir = self.dir.clone();
-        blocking(move || files::atomic_write(&dir, VOTE_FILE, &bytes, true))
+        self.retry
+            .run("save vote", move || files::atomic_write(&dir, VOTE_FILE, &bytes, true))
             .await
             .map_err(|e| StorageIOError::write_vote(&e))?;
         self.vote = Some(*vote);
@@ -454,7 +488,7 @@ mod tests {
 
     fn open(dir: &Path) -> LogStore {
         let lock = Arc::new(DirLock::acquire(dir).expect("lock"));
-        LogStore::open(dir, lock).expect("open")
+        LogStore::open(dir, lock, WriteRetry::default()).expect("open")
     }
 
     async fn indexes(store: &mut LogStore) -> Vec<u64> {

@@ -26,10 +26,18 @@
 //! - at most 64 entries per AppendEntries and 512 KiB per InstallSnapshot chunk, so one
 //!   RPC fits its deadline (the heartbeat interval for AppendEntries) and a frame stays
 //!   small (chunk bytes travel as a JSON array, about 4 bytes per byte).
+//!
+//! A full disk (`retry.rs`): the writes Raft needs durable are retried until they
+//! succeed instead of failing, since openraft stops for good on a storage error. While
+//! they fail, Raft waits, writes through this node time out, incoming RPCs are answered
+//! with an error after the request timeout, and [`MetadataQuorum::is_leader_with_quorum`]
+//! is false once the stall is older than the staleness allowed, so the controller steps
+//! down and the other voters elect a leader that can write.
 
 mod files;
 mod log_store;
 mod network;
+mod retry;
 mod state_machine;
 #[cfg(test)]
 mod tests;
@@ -46,6 +54,7 @@ use log_store::LogStore;
 use network::NetworkFactory;
 use openraft::error::{ClientWriteError, Fatal, InitializeError, RaftError};
 use openraft::{BasicNode, RaftMetrics, ServerState, SnapshotPolicy};
+use retry::WriteRetry;
 use state_machine::StateMachine;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -171,6 +180,8 @@ pub struct MetadataQuorum {
     leader: watch::Receiver<Option<i32>>,
     leader_task: tokio::task::JoinHandle<()>,
     write_timeout: Duration,
+    /// The storage's retries of failing writes: a stall, and stopping them on shutdown.
+    retry: WriteRetry,
     /// Completes when the last storage handle has closed the directory.
     released: std::sync::Mutex<Option<oneshot::Receiver<()>>>,
 }
@@ -254,12 +265,14 @@ impl MetadataQuorum {
             std::fs::create_dir_all(&owned_dir).map_err(|e| StoreError::io("create", &owned_dir, e))?;
             let (lock, released) = DirLock::acquire_watched(&owned_dir)?;
             let lock = Arc::new(lock);
-            let log = LogStore::open(&owned_dir, lock.clone())?;
-            let sm = StateMachine::open(&owned_dir, cache, lock)?;
-            Ok((log, sm, released))
+            let retry = WriteRetry::with_reserve(&owned_dir);
+            let store_retry = retry.clone();
+            let log = LogStore::open(&owned_dir, lock.clone(), store_retry.clone())?;
+            let sm = StateMachine::open(&owned_dir, cache, lock, store_retry)?;
+            Ok((log, sm, released, retry))
         })
         .await;
-        let (log, sm, released) =
+        let (log, sm, released, retry) =
             opened.map_err(|source| QuorumError::Storage { dir: dir.to_path_buf(), source })?;
         let committed_index = log.committed_index();
         let network = NetworkFactory {
@@ -285,6 +298,7 @@ impl MetadataQuorum {
             leader,
             leader_task,
             write_timeout: Duration::from_millis(config.quorum_request_timeout_ms),
+            retry,
             released: std::sync::Mutex::new(Some(released)),
         })
     }
@@ -325,8 +339,13 @@ impl MetadataQuorum {
     /// True while this node is the leader and a quorum acknowledged it within
     /// `max_stale` (a single voter is its own quorum): the check-quorum openraft 0.9
     /// lacks, so a leader cut off from the majority stops acting as the controller and
-    /// callers look for the new one.
+    /// callers look for the new one. A leader that has not been able to write its log for
+    /// longer than `max_stale` (a full disk) is not one either: its Raft core waits on the
+    /// write, so its metrics are as stale as its leadership.
     pub fn is_leader_with_quorum(&self, max_stale: Duration) -> bool {
+        if self.retry.stalled_for().is_some_and(|stalled| stalled > max_stale) {
+            return false;
+        }
         let m = self.raft.metrics().borrow().clone();
         if m.state != ServerState::Leader {
             return false;
@@ -381,19 +400,29 @@ impl MetadataQuorum {
     /// A handle that serves incoming Raft RPCs (what the controller listener calls for
     /// every StrataRaft frame); it stays valid until shutdown.
     pub fn rpc_server(&self) -> RaftRpcServer {
-        RaftRpcServer::new(self.raft.clone())
+        RaftRpcServer::new(self.raft.clone(), self.write_timeout)
     }
 
     /// Serves one incoming Raft RPC of wire kind `kind` (see [`RaftRpcServer::serve`]).
     pub async fn serve_rpc(&self, kind: i8, payload: Bytes) -> Result<Bytes, ServeError> {
-        network::serve_rpc(&self.raft, kind, payload).await
+        network::serve_rpc(&self.raft, kind, payload, self.write_timeout).await
+    }
+
+    /// How long the metadata log's writes have been failing (a full disk), if they are.
+    pub fn write_stalled_for(&self) -> Option<Duration> {
+        self.retry.stalled_for()
     }
 
     /// Stops Raft and waits (up to 5 s) until its storage has closed the directory, so a
-    /// new instance can open it at once.
+    /// new instance can open it at once. A write being retried (a full disk) is given up
+    /// first, so the Raft core, which waits on it, can stop.
     pub async fn shutdown(&self) {
-        if let Err(e) = self.raft.shutdown().await {
-            tracing::error!(error = %e, "the metadata quorum's raft task failed");
+        self.retry.stop();
+        match tokio::time::timeout(Duration::from_secs(10), self.raft.shutdown()).await {
+            Err(_) => tracing::error!("the metadata quorum's raft task did not stop within 10 s"),
+            // A write given up above ends the core with that error: expected here.
+            Ok(Err(e)) => tracing::info!(error = %e, "the metadata quorum's raft task ended with an error"),
+            Ok(Ok(())) => {}
         }
         let released = self.released.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(released) = released {

@@ -131,6 +131,15 @@ pub enum ServeError {
         #[source]
         source: serde_json::Error,
     },
+    /// Raft did not answer within the request timeout: its core is waiting on a write
+    /// that cannot complete yet (a full metadata disk). The caller's Raft retries.
+    #[error("raft did not answer the {kind:?} within {timeout_ms} ms (its log cannot be written)")]
+    Busy {
+        /// The RPC.
+        kind: RpcKind,
+        /// `controller.quorum.request.timeout.ms`.
+        timeout_ms: u64,
+    },
 }
 
 /// Serves incoming Raft RPCs for one quorum member; cheap to clone, so the controller
@@ -138,6 +147,7 @@ pub enum ServeError {
 #[derive(Clone)]
 pub struct RaftRpcServer {
     raft: Raft,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for RaftRpcServer {
@@ -147,14 +157,14 @@ impl std::fmt::Debug for RaftRpcServer {
 }
 
 impl RaftRpcServer {
-    pub(crate) fn new(raft: Raft) -> RaftRpcServer {
-        RaftRpcServer { raft }
+    pub(crate) fn new(raft: Raft, timeout: Duration) -> RaftRpcServer {
+        RaftRpcServer { raft, timeout }
     }
 
     /// Decodes a request of wire kind `kind`, hands it to Raft and encodes the answer.
-    /// A bad payload is an error, never a panic.
+    /// A bad payload is an error, never a panic; so is no answer within the timeout.
     pub async fn serve(&self, kind: i8, payload: Bytes) -> Result<Bytes, ServeError> {
-        serve_rpc(&self.raft, kind, payload).await
+        serve_rpc(&self.raft, kind, payload, self.timeout).await
     }
 }
 
@@ -167,20 +177,26 @@ fn encode<T: Serialize>(kind: RpcKind, answer: &T) -> Result<Bytes, ServeError> 
 }
 
 /// The server side of one Raft RPC (see [`RaftRpcServer::serve`]).
-pub(crate) async fn serve_rpc(raft: &Raft, kind: i8, payload: Bytes) -> Result<Bytes, ServeError> {
+pub(crate) async fn serve_rpc(
+    raft: &Raft,
+    kind: i8,
+    payload: Bytes,
+    timeout: Duration,
+) -> Result<Bytes, ServeError> {
     let rpc = RpcKind::from_i8(kind).ok_or(ServeError::UnknownKind(kind))?;
+    let busy = |_| ServeError::Busy { kind: rpc, timeout_ms: timeout.as_millis() as u64 };
     match rpc {
         RpcKind::AppendEntries => {
             let req: AppendEntriesRequest<TypeConfig> = decode(rpc, &payload)?;
-            encode(rpc, &raft.append_entries(req).await)
+            encode(rpc, &tokio::time::timeout(timeout, raft.append_entries(req)).await.map_err(busy)?)
         }
         RpcKind::Vote => {
             let req: VoteRequest<u64> = decode(rpc, &payload)?;
-            encode(rpc, &raft.vote(req).await)
+            encode(rpc, &tokio::time::timeout(timeout, raft.vote(req)).await.map_err(busy)?)
         }
         RpcKind::InstallSnapshot => {
             let req: InstallSnapshotRequest<TypeConfig> = decode(rpc, &payload)?;
-            encode(rpc, &raft.install_snapshot(req).await)
+            encode(rpc, &tokio::time::timeout(timeout, raft.install_snapshot(req)).await.map_err(busy)?)
         }
     }
 }

@@ -7,7 +7,8 @@
 //! travels to a lagging follower in InstallSnapshot ([`SnapshotFile`]: the openraft meta
 //! plus the [`ImageSnapshot`]), replaced atomically and fsynced.
 
-use super::files::{self, blocking, DirLock, StoreError};
+use super::files::{self, DirLock, StoreError};
+use super::retry::WriteRetry;
 use super::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::metadata::{ApplyOutcome, ImageSnapshot, MetadataCache, MetadataImage};
 use openraft::storage::RaftStateMachine;
@@ -58,6 +59,9 @@ pub(crate) struct SnapshotStore {
     current: Mutex<Option<(SnapshotMeta, Vec<u8>)>>,
     /// Makes snapshot ids unique among the snapshots this process builds.
     built: AtomicU64,
+    /// Retries storing a snapshot while the disk is full: openraft would stop on the
+    /// error, and a snapshot must be durable before the log it covers is purged.
+    retry: WriteRetry,
     _lock: Arc<DirLock>,
 }
 
@@ -116,6 +120,7 @@ impl StateMachine {
         dir: &Path,
         cache: Arc<MetadataCache>,
         lock: Arc<DirLock>,
+        retry: WriteRetry,
     ) -> Result<StateMachine, StoreError> {
         files::remove_stale_tmp(dir, SNAPSHOT_FILE)?;
         let loaded = match files::read_optional(dir, SNAPSHOT_FILE)? {
@@ -134,6 +139,7 @@ impl StateMachine {
                 dir: dir.to_path_buf(),
                 current: Mutex::new(None),
                 built: AtomicU64::new(0),
+                retry,
                 _lock: lock,
             }),
         };
@@ -188,7 +194,9 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let bytes = serde_json::to_vec(&file)
             .map_err(|source| snapshot_error(Some(&meta), StoreError::Encode { what: "snapshot", source }))?;
         let (store, stored_meta, stored_bytes) = (self.snapshots.clone(), meta.clone(), bytes.clone());
-        blocking(move || store.store(stored_meta, stored_bytes))
+        let retry = self.snapshots.retry.clone();
+        retry
+            .run("store snapshot", move || store.store(stored_meta.clone(), stored_bytes.clone()))
             .await
             .map_err(|e| snapshot_error(Some(&meta), e))?;
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
@@ -257,7 +265,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let bytes = serde_json::to_vec(&on_disk)
             .map_err(|source| snapshot_error(Some(meta), StoreError::Encode { what: "snapshot", source }))?;
         let (store, stored_meta) = (self.snapshots.clone(), meta.clone());
-        blocking(move || store.store(stored_meta, bytes)).await.map_err(|e| snapshot_error(Some(meta), e))?;
+        let retry = self.snapshots.retry.clone();
+        retry
+            .run("install snapshot", move || store.store(stored_meta.clone(), bytes.clone()))
+            .await
+            .map_err(|e| snapshot_error(Some(meta), e))?;
         tracing::info!(snapshot = %meta, "installed a metadata snapshot from the leader");
         self.image = MetadataImage::from_snapshot(on_disk.image);
         self.last_applied = meta.last_log_id;
@@ -284,7 +296,7 @@ mod tests {
 
     fn open(dir: &Path, cache: Arc<MetadataCache>) -> StateMachine {
         let lock = Arc::new(DirLock::acquire(dir).expect("lock"));
-        StateMachine::open(dir, cache, lock).expect("open")
+        StateMachine::open(dir, cache, lock, WriteRetry::default()).expect("open")
     }
 
     fn entries() -> Vec<Entry> {
