@@ -1,7 +1,9 @@
 //! One client connection: frames in, requests decoded and handled one at a time in
 //! arrival order (Kafka's ordering guarantee per connection), responses out in the same
 //! order from a writer task of their own (`send.rs`), so a slow reader does not stall
-//! handling until `queued.max.requests` responses wait.
+//! handling until `queued.max.requests` responses wait. A request whose answer waits
+//! (an `acks=all` produce waiting for replication) holds back the next one until it is
+//! answered, as Kafka's muted channel does; see `handle`.
 //!
 //! Handling stays inline in the reading task. A separate handler task, so that the
 //! socket read of the next produce request overlaps the append of this one, measured
@@ -279,7 +281,27 @@ async fn handle(
         handlers::Outcome::Respond(chunks) => {
             responses.send(send::Reply::Ready(chunks, Some(timing))).await.is_ok()
         }
-        handlers::Outcome::Later(wait) => responses.send(send::Reply::Later(wait, timing)).await.is_ok(),
+        handlers::Outcome::Later(wait) => {
+            // The next request is handled only once this one is answered, as Kafka mutes a
+            // connection until its response is sent: an `acks=all` produce that waits for
+            // replication must not let the produce behind it append meanwhile. Otherwise
+            // both are in the log yet both can be refused (the ISR shrinks: NOT_ENOUGH_
+            // REPLICAS_AFTER_APPEND, then NOT_ENOUGH_REPLICAS on retry, which a client reads
+            // as "not written"), and librdkafka, bumping its epoch once the first one times
+            // out, sends the second again under the new epoch: the same records twice
+            // (issue 36; tests/interop/test_produce_in_doubt.py).
+            let (answered, wait_answered) = tokio::sync::oneshot::channel::<()>();
+            let wait = Box::pin(async move {
+                let chunks = wait.await;
+                let _ = answered.send(());
+                chunks
+            });
+            if responses.send(send::Reply::Later(wait, timing)).await.is_err() {
+                return false;
+            }
+            // An error: the writer is gone (the peer closed), so is the connection.
+            wait_answered.await.is_ok()
+        }
         handlers::Outcome::NoResponse => {
             let phases =
                 crate::metrics::RequestPhases { local, remote, total: local + remote, ..Default::default() };
