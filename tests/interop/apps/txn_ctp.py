@@ -16,8 +16,8 @@ aborting its transaction), then joins the group with read_committed and, for eve
 polls: begins a transaction, copies each record's value to the same partition of `out_topic`,
 adds the next input offsets to the transaction (send_offsets_to_transaction) and commits. If a
 transaction fails with an abortable error it aborts and rewinds to the batch's first offsets; after
-a fatal error it replaces the producer (and rewinds); any other error, or five aborts in a row,
-ends the process with a non-zero code.
+a fatal error it replaces the producer (and rewinds); a fatal consumer error, any other error, or
+five aborts in a row, ends the process with a non-zero code.
 
 Output, JSON lines with `t` = time.monotonic():
   {"ev": "start"} {"ev": "assign", "parts": [..]} {"ev": "begin", "n": n}
@@ -123,6 +123,12 @@ def run_confluent() -> None:
     while not STOP:
         got = c.consume(CONF["max_records"], timeout=0.2)
         msgs = [m for m in got if not m.error()]
+        fatal = [m.error() for m in got if m.error() and m.error().fatal()]
+        if fatal:
+            # The consumer is unusable (a static member fenced: FENCED_INSTANCE_ID after its
+            # coordinator failed over, as against Kafka): end, so a supervisor starts it again.
+            out("idle", parts=[], errors=[str(e) for e in fatal][:3])
+            sys.exit(f"fatal consumer error: {fatal[0]}")
         if not msgs:
             if time.monotonic() - idle_since > 3:
                 # Nothing for a while: say what the consumer holds, for a stalled test's report.
