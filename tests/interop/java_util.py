@@ -49,7 +49,7 @@ class JavaClients:
             assert shutil.which(tool), f"{tool} not on PATH: the Java tests need a JDK 17+ and Maven"
         for v in versions():
             lib = self.out_dir / f"lib-{v}"
-            r = subprocess.run(["mvn", "-o", "-q", "-B", "dependency:copy-dependencies", f"-Dkafka.version={v}",
+            r = subprocess.run(["mvn", "-o", "-q", "-B", "-Dstyle.color=never", "dependency:copy-dependencies", f"-Dkafka.version={v}",
                                 f"-DoutputDirectory={lib}"], cwd=JAVA_DIR, capture_output=True, text=True,
                                timeout=300)
             assert r.returncode == 0, (f"mvn -o could not copy kafka-clients {v}'s classpath; run scripts/test.sh's "
