@@ -15,7 +15,8 @@ runs a whole group per version and each scenario is reported as its own test her
   zombie fenced by a second instance with the same `transactional.id`;
 - KafkaConsumer in classic groups: range, round-robin and cooperative-sticky with two members and
   their rebalance listeners, static membership, seek, pause/resume, offsetsForTimes, commitSync
-  and commitAsync.
+  and commitAsync; a consumer of KIP-848's protocol (`group.protocol=consumer`), whose
+  ConsumerGroupHeartbeat Strata does not serve, fails at once with UnsupportedVersionException.
 
 Admin is in test_java_admin.py, the producer across a leader SIGKILL in test_java_cluster.py."""
 
@@ -35,7 +36,8 @@ PRODUCER = ["acks_0", "acks_1", "acks_all_idempotent_default", "codec_gzip", "co
 TXN = ["send_offsets_commit", "abort_then_commit", "zombie_fenced"]
 CONSUMER = ["assignor_range", "assignor_roundrobin", "assignor_cooperative_sticky", "static_membership", "seek",
             "pause_resume", "offsets_for_times", "commit_sync_async"]
-GROUPS = {"producer": PRODUCER, "txn": TXN, "consumer": CONSUMER}
+KIP848 = "group_protocol_consumer"
+GROUPS = {"producer": PRODUCER, "txn": TXN, "consumer": CONSUMER + [KIP848]}
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +89,11 @@ def test_transactions(results, version, name):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_consumer(results, version, name):
     java_util.assert_ok(results(version, "consumer", name))
+
+
+@pytest.mark.kafka_xfail("Apache Kafka 4 serves KIP-848's ConsumerGroupHeartbeat")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kip848_consumer_fails_fast_with_unsupported_version(results, version):
+    res = results(version, "consumer", KIP848)
+    java_util.assert_ok(res)
+    assert res["outcome"] == "UnsupportedVersionException" and res["after_ms"] < 10_000, res

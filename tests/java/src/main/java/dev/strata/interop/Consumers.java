@@ -46,6 +46,7 @@ final class Consumers {
         m.put("pause_resume", Consumers::pauseResume);
         m.put("offsets_for_times", Consumers::offsetsForTimes);
         m.put("commit_sync_async", Consumers::commitSyncAsync);
+        m.put("group_protocol_consumer", Consumers::groupProtocolConsumer);
         return m;
     }
 
@@ -375,5 +376,36 @@ final class Consumers {
             Check.eq(Map.of(0, 4L, 1, 6L), first, "where the next member starts");
         }
         return Map.of();
+    }
+
+    /**
+     * A consumer of KIP-848's protocol (group.protocol=consumer), whose ConsumerGroupHeartbeat
+     * Strata does not serve: the outcome (the first error of poll, or "assigned") is reported for
+     * the test to judge, so that it fails fast rather than hangs.
+     */
+    static Map<String, Object> groupProtocolConsumer(String bootstrap) throws Exception {
+        String topic = Check.unique("kip848"), group = Check.unique("kip848-group");
+        Check.createTopic(bootstrap, topic, 1);
+        Properties p = Check.consumer(bootstrap, group);
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        String outcome = "no assignment and no error in 20 s";
+        long start = System.nanoTime();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            c.subscribe(List.of(topic));
+            long deadline = start + Duration.ofSeconds(20).toNanos();
+            while (System.nanoTime() < deadline) {
+                c.poll(Duration.ofMillis(200));
+                if (!c.assignment().isEmpty()) {
+                    outcome = "assigned";
+                    break;
+                }
+            }
+        } catch (Exception e) {
+            outcome = Check.root(e).getClass().getSimpleName();
+        }
+        Map<String, Object> facts = new LinkedHashMap<>();
+        facts.put("outcome", outcome);
+        facts.put("after_ms", (System.nanoTime() - start) / 1_000_000);
+        return facts;
     }
 }
