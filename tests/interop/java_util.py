@@ -61,15 +61,17 @@ class JavaClients:
         assert r.returncode == 0, f"javac failed:\n{r.stderr[-3000:]}"
         return self
 
-    def command(self, version: str, *args: str) -> list[str]:
+    def command(self, version: str, *args: str, props: dict[str, str] | None = None) -> list[str]:
+        """The java command line running Main with `args`; `props` become -D system properties."""
         cp = os.pathsep.join([str(self.classes), f"{self.libs[version]}/*"])
-        return ["java", *JVM_FLAGS, "-cp", cp, MAIN, *args]
+        return ["java", *JVM_FLAGS, *(f"-D{k}={v}" for k, v in (props or {}).items()), "-cp", cp, MAIN, *args]
 
-    def run(self, version: str, group: str, bootstrap: str, *names: str, timeout: float = 400) -> dict[str, dict]:
+    def run(self, version: str, group: str, bootstrap: str, *names: str, timeout: float = 400,
+            props: dict[str, str] | None = None) -> dict[str, dict]:
         """Runs scenarios of `group` in one JVM; returns name -> RESULT of each. A JVM that dies or
         prints no RESULT for a scenario yields a failed result carrying its stderr's tail."""
-        r = subprocess.run(self.command(version, group, bootstrap, *names), capture_output=True, text=True,
-                           timeout=timeout)
+        r = subprocess.run(self.command(version, group, bootstrap, *names, props=props), capture_output=True,
+                           text=True, timeout=timeout)
         results = {}
         for line in r.stdout.splitlines():
             if line.startswith("RESULT "):

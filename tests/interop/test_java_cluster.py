@@ -3,7 +3,12 @@ cluster of real strata processes while the leader of its partitions is SIGKILLed
 writing through the new leader and, after the killed node restarts and rejoins the ISR, every
 record it sent is in the topic exactly once and in send order per partition (nothing lost,
 nothing duplicated), as librdkafka reads it back. Run with the newest and the oldest served
-kafka-clients."""
+kafka-clients.
+
+Then (newest client) the Admin calls that need a cluster: a preferred-leader election moves
+the partitions the kill left on a non-preferred replica back to their first replica (and answers
+ELECTION_NOT_NEEDED for the others), and a partition reassignment moves a replication-factor-2
+partition to other brokers with its records readable after."""
 
 from __future__ import annotations
 
@@ -88,3 +93,8 @@ def test_java_idempotent_producer_across_a_leader_sigkill(cluster_factory, java_
     for p, seq in per_partition.items():
         assert seq == sorted(seq), f"partition {p} out of send order"
         assert all(i % PARTS == p for i in seq), f"partition {p} holds another partition's record"
+    if version == java_util.NEWEST:
+        res = java_clients.run(version, "cluster-admin", c.bootstrap, "elect_preferred", "reassign_move",
+                               props={"strata.topic": topic})
+        java_util.assert_ok(res["elect_preferred"])
+        java_util.assert_ok(res["reassign_move"])

@@ -27,7 +27,7 @@ public final class Main {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: Main producer|txn|consumer|admin|paced BOOTSTRAP [SCENARIO...]");
+            System.err.println("usage: Main producer|txn|consumer|admin|cluster-admin|paced BOOTSTRAP [SCENARIO...]");
             System.exit(2);
         }
         String group = args[0];
@@ -42,6 +42,7 @@ public final class Main {
             case "txn" -> Transactions.all();
             case "consumer" -> Consumers.all();
             case "admin" -> Admins.all();
+            case "cluster-admin" -> ClusterAdmins.all();
             default -> throw new IllegalArgumentException("unknown group " + group);
         };
         List<String> names = args.length > 2 ? Arrays.asList(args).subList(2, args.length) : new ArrayList<>(all.keySet());
