@@ -16,7 +16,8 @@ runs a whole group per version and each scenario is reported as its own test her
 - KafkaConsumer in classic groups: range, round-robin and cooperative-sticky with two members and
   their rebalance listeners, static membership, seek, pause/resume, offsetsForTimes, commitSync
   and commitAsync; a consumer of KIP-848's protocol (`group.protocol=consumer`), whose
-  ConsumerGroupHeartbeat Strata does not serve, fails at once with UnsupportedVersionException.
+  ConsumerGroupHeartbeat Strata does not serve, fails at once with UnsupportedVersionException,
+  and so does a KafkaShareConsumer (KIP-932, newest client only).
 
 Admin is in test_java_admin.py, the producer across a leader SIGKILL in test_java_cluster.py."""
 
@@ -37,7 +38,12 @@ TXN = ["send_offsets_commit", "abort_then_commit", "zombie_fenced"]
 CONSUMER = ["assignor_range", "assignor_roundrobin", "assignor_cooperative_sticky", "static_membership", "seek",
             "pause_resume", "offsets_for_times", "commit_sync_async"]
 KIP848 = "group_protocol_consumer"
+SHARE = "share_consumer"  # KafkaShareConsumer: newest client only (share groups are 4.1+)
 GROUPS = {"producer": PRODUCER, "txn": TXN, "consumer": CONSUMER + [KIP848]}
+
+
+def names(version: str, group: str) -> list[str]:
+    return GROUPS[group] + ([SHARE] if group == "consumer" and version == java_util.NEWEST else [])
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +68,7 @@ def results(java_broker, java_clients):
     def get(version: str, group: str, name: str) -> dict:
         if (version, group) not in cache:
             java_broker.assert_alive()
-            cache[(version, group)] = java_clients.run(version, group, java_broker.bootstrap, *GROUPS[group])
+            cache[(version, group)] = java_clients.run(version, group, java_broker.bootstrap, *names(version, group))
         return cache[(version, group)][name]
 
     return get
@@ -95,5 +101,12 @@ def test_consumer(results, version, name):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_kip848_consumer_fails_fast_with_unsupported_version(results, version):
     res = results(version, "consumer", KIP848)
+    java_util.assert_ok(res)
+    assert res["outcome"] == "UnsupportedVersionException" and res["after_ms"] < 10_000, res
+
+
+@pytest.mark.kafka_xfail("Apache Kafka 4.4 serves KIP-932's ShareGroupHeartbeat")
+def test_share_consumer_fails_fast_with_unsupported_version(results):
+    res = results(java_util.NEWEST, "consumer", SHARE)
     java_util.assert_ok(res)
     assert res["outcome"] == "UnsupportedVersionException" and res["after_ms"] < 10_000, res

@@ -47,6 +47,7 @@ final class Consumers {
         m.put("offsets_for_times", Consumers::offsetsForTimes);
         m.put("commit_sync_async", Consumers::commitSyncAsync);
         m.put("group_protocol_consumer", Consumers::groupProtocolConsumer);
+        m.put("share_consumer", Consumers::shareConsumer);
         return m;
     }
 
@@ -399,6 +400,34 @@ final class Consumers {
                     outcome = "assigned";
                     break;
                 }
+            }
+        } catch (Exception e) {
+            outcome = Check.root(e).getClass().getSimpleName();
+        }
+        Map<String, Object> facts = new LinkedHashMap<>();
+        facts.put("outcome", outcome);
+        facts.put("after_ms", (System.nanoTime() - start) / 1_000_000);
+        return facts;
+    }
+
+    /**
+     * A KafkaShareConsumer (KIP-932 share groups; 4.1+ clients), whose ShareGroupHeartbeat
+     * Strata does not serve: its outcome is reported as for {@link #groupProtocolConsumer}.
+     */
+    static Map<String, Object> shareConsumer(String bootstrap) throws Exception {
+        String topic = Check.unique("share"), group = Check.unique("share-group");
+        Check.createTopic(bootstrap, topic, 1);
+        Properties p = Check.consumer(bootstrap, group);
+        p.remove(ConsumerConfig.GROUP_PROTOCOL_CONFIG);
+        p.remove(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG);
+        p.remove(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG);
+        String outcome = "no error in 20 s";
+        long start = System.nanoTime();
+        try (var c = new org.apache.kafka.clients.consumer.KafkaShareConsumer<String, String>(p)) {
+            c.subscribe(List.of(topic));
+            long deadline = start + Duration.ofSeconds(20).toNanos();
+            while (System.nanoTime() < deadline) {
+                c.poll(Duration.ofMillis(200));
             }
         } catch (Exception e) {
             outcome = Check.root(e).getClass().getSimpleName();
