@@ -109,7 +109,8 @@ JAVA_DIR="tests/java"
 install_java_modules() {
     local want stamp v out
     want=$(hash_of "$JAVA_DIR/pom.xml" "$JAVA_DIR/kafka-versions")
-    stamp="$HOME/.m2/repository/.strata-java-interop-$want"
+    # Maven's repository is under Java's user.home, which comes from the passwd entry, not $HOME.
+    stamp="$(getent passwd "$(id -u)" | cut -d: -f6)/.m2/repository/.strata-java-interop-$want"
     [ -f "$stamp" ] && return 0
     out=$(mktemp -d) || return 1
     for v in $(grep -v '^#' "$JAVA_DIR/kafka-versions"); do
