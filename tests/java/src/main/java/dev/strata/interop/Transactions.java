@@ -86,6 +86,9 @@ final class Transactions {
                         (a, b) -> a.offset() > b.offset() ? a : b);
             }
             prod.sendOffsetsToTransaction(offsets, c.groupMetadata());
+            // abortTransaction drops batches not sent yet: flush, so the aborted records are in
+            // the log for the readers to skip (Kafka itself showed this under load).
+            prod.flush();
             if (commit) {
                 prod.commitTransaction();
             } else {
