@@ -131,9 +131,13 @@ final class Consumers {
 
         /** Stops polling; the consumer is closed by its own thread's owner (here) afterwards. */
         @Override
-        public void close() throws InterruptedException {
+        public void close() {
             running = false;
-            thread.join(30_000);
+            try {
+                thread.join(30_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
             consumer.close();
         }
     }
