@@ -14,7 +14,9 @@
 #     once into a cache and offline afterwards; Maven and a JDK 17+ must be on the machine;
 #   - the Go modules of tests/interop/go (sarama, franz-go, kafka-go; go.sum is committed) via
 #     `go mod download` into Go's default module cache, with the preinstalled Go
-#     (/usr/local/go), which must be at least go.mod's `go` line; the tests build them offline.
+#     (/usr/local/go), which must be at least go.mod's `go` line; the tests build them offline;
+#   - the Java client (kafka-clients at each version of tests/java/kafka-versions) via Maven into
+#     ~/.m2; the tests copy the classpaths with `mvn -o` and compile with javac.
 #
 # Usage: scripts/test.sh [extra pytest args, e.g. -k crash -x]
 # Env:   STRATA_SKIP_INSTALL=1  skip the install step (offline re-runs)
@@ -100,6 +102,27 @@ install_go_modules() {
     fi
 }
 
+# The Java client scenarios (tests/java, tests/interop/test_java_*.py): each kafka-clients version
+# of tests/java/kafka-versions resolved into ~/.m2 once (stamped there by the pom's and the list's
+# hash); the tests then copy each classpath with `mvn -o` and compile with javac, offline.
+JAVA_DIR="tests/java"
+install_java_modules() {
+    local want stamp v out
+    want=$(hash_of "$JAVA_DIR/pom.xml" "$JAVA_DIR/kafka-versions")
+    # Maven's repository is under Java's user.home, which comes from the passwd entry, not $HOME.
+    stamp="$(getent passwd "$(id -u)" | cut -d: -f6)/.m2/repository/.strata-java-interop-$want"
+    [ -f "$stamp" ] && return 0
+    out=$(mktemp -d) || return 1
+    for v in $(grep -v '^#' "$JAVA_DIR/kafka-versions"); do
+        log "resolving kafka-clients $v for $JAVA_DIR (mvn)"
+        (cd "$JAVA_DIR" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -Dkafka.version="$v" -DoutputDirectory="$out/$v" &&
+            mvn -o -q -B -Dstyle.color=never dependency:copy-dependencies -Dkafka.version="$v" -DoutputDirectory="$out/$v-offline") ||
+            { rm -rf "$out"; return 1; }
+    done
+    rm -rf "$out"
+    touch "$stamp"
+}
+
 install_deps() {
     if ! command -v kcat >/dev/null 2>&1; then
         log "installing kcat (apt)"
@@ -142,6 +165,7 @@ install_deps() {
         apt_install maven || return 1
     fi
     scripts/kafka.sh install || return 1
+    install_java_modules || return 1
 
     local js="tests/interop/js" jstamp="tests/interop/js/node_modules/.strata-lock"
     local jwant; jwant=$(hash_of "$js/package-lock.json")

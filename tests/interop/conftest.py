@@ -4,6 +4,8 @@
   of the test, which also checks that it exits cleanly.
 - `module_broker`: one broker shared by all tests of a module.
 - `go_clients`: the Go client programs of tests/interop/go, built once per session (go_util.py).
+- `java_clients`: the Java (kafka-clients) scenarios of tests/java, built once per session
+  (java_util.py).
 - `broker_factory(overrides)`: the same with extra `--override key=value` settings (names use
   dots: pass a dict, e.g. broker_factory({"log.retention.check.interval.ms": "500"})).
 
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from broker import ON_KAFKA, TARGET, Broker, new_broker  # noqa: E402
 from cluster import Cluster  # noqa: E402
 import go_util  # noqa: E402
+import java_util  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -91,6 +94,13 @@ def go_clients(tmp_path_factory) -> dict[str, Path]:
     """name -> binary of each Go client program (sarama_client, franz_client, kafkago_client),
     built offline from the module in tests/interop/go once per session."""
     return go_util.build(tmp_path_factory.mktemp("go"))
+
+
+@pytest.fixture(scope="session")
+def java_clients(tmp_path_factory) -> "java_util.JavaClients":
+    """The Java client scenarios of tests/java, compiled once per session against each
+    kafka-clients version's classpath (resolved offline)."""
+    return java_util.JavaClients(tmp_path_factory.mktemp("java")).build()
 
 
 @pytest.fixture

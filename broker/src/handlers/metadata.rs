@@ -37,6 +37,7 @@ pub async fn handle(
     if let (Some(topics), true) = (&requested, allow_auto_create) {
         let missing: Vec<String> = topics
             .iter()
+            .filter(|t| t.topic_id.is_zero())
             .filter_map(|t| t.name.clone())
             .filter(|n| image.topic(n).is_none() && validate_topic_name(n).is_ok())
             .collect();
@@ -73,7 +74,10 @@ pub async fn handle(
         None => response.topics = image.topics.values().map(|t| describe(&image, t)).collect(),
         Some(topics) => {
             for t in topics {
-                let name = match t.name {
+                // A non-zero id names the topic and its name is ignored, as in Kafka: the Java
+                // Admin's describeTopics by id sends `name: ""` (not null) beside the id.
+                let by_name = t.name.filter(|_| t.topic_id.is_zero());
+                let name = match by_name {
                     Some(name) => name,
                     None => match image.topic_by_id(t.topic_id) {
                         Some(topic) => topic.name.clone(),
