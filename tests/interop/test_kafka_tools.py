@@ -349,12 +349,13 @@ def test_kafka_perf_tests(broker, tmp_path):
 
 # kafka-reassign-partitions --execute prints the current assignment with each replica's log dir,
 # which it asks with DescribeLogDirs; Strata does not serve it (UNSUPPORTED_VERSION), so the tool
-# stops before it submits the reassignment, and --verify then finds the replicas unmoved and
-# fails to clear the throttle configs it never set (Strata refuses those broker keys).
-REASSIGN = ("DescribeLogDirs (API 35) not served and the replication throttle broker keys "
-            "(leader/follower.replication.throttled.rate, replica.alter.log.dirs.io.max.bytes.per.second) "
-            "refused: kafka-reassign-partitions --execute fails before it submits (use AdminClient "
-            "alterPartitionReassignments, which works)")
+# stops before it submits the reassignment. --verify then finds the replicas unmoved, and when it
+# clears the throttles it deletes replica.alter.log.dirs.io.max.bytes.per.second (the intra-broker
+# log dir move throttle) with the two replication throttles, a broker key Strata refuses
+# (it has no AlterReplicaLogDirs).
+REASSIGN = ("DescribeLogDirs (API 35) not served and replica.alter.log.dirs.io.max.bytes.per.second "
+            "refused: kafka-reassign-partitions --execute fails before it submits and --verify cannot "
+            "clear its throttles (AdminClient alterPartitionReassignments works)")
 REASSIGN_DIFFERENCES = [
     Difference(
         """Current partition replica assignment
