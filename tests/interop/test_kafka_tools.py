@@ -204,6 +204,10 @@ def test_kafka_configs(broker, tmp_path):
         Tool("kafka-configs", [*node, "--describe"]),
         Tool("kafka-configs", [*base, "--entity-type", "brokers", "--entity-default", "--describe"]),
         Tool("kafka-configs", [*base, "--entity-type", "topics", "--entity-name", "nope", "--describe"]),
+        # Two requests Strata does not serve: DescribeConfigs of a GROUP resource (KIP-848 group
+        # configs) and DescribeClientQuotas (API 48).
+        Tool("kafka-configs", [*base, "--entity-type", "groups", "--entity-name", "cfg-g", "--describe"]),
+        Tool("kafka-configs", [*base, "--entity-type", "users", "--entity-name", "cfg-u", "--describe"]),
     ]
     run_scenario("configs", steps, broker.bootstrap, tmp_path, CONFIGS_DIFFERENCES)
 
@@ -219,6 +223,26 @@ CONFIGS_DIFFERENCES = [
                "invalid config retention.ms=abc: retention.ms must be an integer", MESSAGE),
     Difference(" min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}\n",
                "", ELR),
+    Difference("The group 'cfg-g' doesn't exist and doesn't have dynamic config.\n",
+               "Dynamic configs for group cfg-g are:\n[stderr]\n"
+               "Error while executing config command with args '--bootstrap-server 127.0.0.1:<port> "
+               "--entity-type groups --entity-name cfg-g --describe'\n"
+               "java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.InvalidRequestException: "
+               "resource type 32 is not supported\n"
+               "Caused by: org.apache.kafka.common.errors.InvalidRequestException: resource type 32 is not supported\n"
+               "[exit 1]\n",
+               "group configs (KIP-848, GROUP resources) are not built: no ListConfigResources (API 74), whose "
+               "absence makes the tool assume the group exists, and DescribeConfigs refuses resource type 32 "
+               "with INVALID_REQUEST"),
+    Difference("--entity-type users --entity-name cfg-u --describe",
+               "--entity-type users --entity-name cfg-u --describe\n[stderr]\n"
+               "Error while executing config command with args '--bootstrap-server 127.0.0.1:<port> "
+               "--entity-type users --entity-name cfg-u --describe'\n"
+               "java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.UnsupportedVersionException: "
+               "The node does not support DESCRIBE_CLIENT_QUOTAS\n"
+               "Caused by: org.apache.kafka.common.errors.UnsupportedVersionException: The node does not support "
+               "DESCRIBE_CLIENT_QUOTAS\n[exit 1]",
+               "client quotas are not built: DescribeClientQuotas (API 48) is not served (UNSUPPORTED_VERSION)"),
 ]
 
 
