@@ -64,9 +64,12 @@ def copied(paths) -> int:
 
 
 def seed(bootstrap: str, topic: str, log_dir) -> list[str]:
-    """RECORDS values from Kafka's VerifiableProducer (acks=all); returns the acknowledged values."""
+    """RECORDS values from Kafka's VerifiableProducer (acks=all); returns the acknowledged values.
+    Keyed (100 repeating keys), so every input partition gets its share: the sticky partitioner
+    would put unkeyed records wherever its batches happen to fill."""
     p = kafka_tools.run("verifiable-producer", ["--bootstrap-server", bootstrap, "--topic", topic,
-                                                "--max-messages", str(RECORDS), "--acks", "-1"],
+                                                "--max-messages", str(RECORDS), "--acks", "-1",
+                                                "--repeating-keys", "100"],
                         log_dir, timeout=120)
     assert p.returncode == 0, f"VerifiableProducer exited {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
     events = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
@@ -109,7 +112,7 @@ def test_transactional_copiers_exactly_once_under_broker_bounces(cluster_factory
 
     values = seed(bs, "copy-in", logs)
     in_ends = txn_util.end_offsets(bs, "copy-in", COPIERS, read_committed=False)
-    assert sum(in_ends.values()) == RECORDS, in_ends
+    assert sum(in_ends.values()) == RECORDS and min(in_ends.values()) > 0, in_ends
 
     outs = [tmp_path / f"copier-{i}.out" for i in range(COPIERS)]
     copiers = []
