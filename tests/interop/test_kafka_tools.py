@@ -396,8 +396,8 @@ Caused by: org.apache.kafka.common.errors.InvalidRequestException: Cannot update
 ]
 
 
-# Kafka's controller lists a partition's ISR in replica id order; Strata's in the order the
-# replicas joined it (a restarted replica comes last). The set is the same.
+# Kafka listed the ISR by replica id in the recorded runs (0,1 after node 0 rejoined; 0,2 for replicas 2,0); Strata
+# lists it in the order the replicas joined it (a restarted replica comes last). The set is the same.
 ISR_ORDER = "ISR listed in join order, not sorted by replica id (same set)"
 
 
