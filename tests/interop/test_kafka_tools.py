@@ -232,13 +232,22 @@ CONFIGS_DIFFERENCES = [
 def test_kafka_consumer_groups(broker, tmp_path):
     """kafka-consumer-groups: list, describe (offsets, members, state) of a group with committed
     offsets and no members, reset offsets (dry run, --execute to an offset, shifted, to latest),
-    delete one partition's offset, delete the group, and describe it afterwards."""
+    delete one partition's offset; a live group's members and state, and the reset and delete
+    it refuses while a member is in it; deleting the groups (and a missing one)."""
     bs = broker.bootstrap
     create_topic(bs, "grp-t", 3)
     produce(bs, "grp-t", {0: 10, 1: 20})
     commit_offsets(bs, "grp-a", {("grp-t", 0): 10, ("grp-t", 1): 5, ("grp-t", 2): 0})
     g = ["--bootstrap-server", "{bootstrap}", "--group", "grp-a"]
     cg = "kafka-consumer-groups"
+    live = Consumer({"bootstrap.servers": bs, "group.id": "grp-live", "client.id": "live-client",
+                     "enable.auto.commit": False, "log_level": 0})
+
+    def join():
+        live.subscribe(["grp-t"])
+        wait_until(lambda: live.poll(0.2) is None and len(live.assignment()) == 3, 60, "grp-live's assignment")
+
+    member = [(r"live-client-[0-9a-f-]{36}", "<member-id>")]
     steps = [
         Tool(cg, ["--bootstrap-server", "{bootstrap}", "--list"]),
         Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-a"]),
@@ -251,6 +260,15 @@ def test_kafka_consumer_groups(broker, tmp_path):
         Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-a"]),
         Tool(cg, [*g, "--delete-offsets", "--topic", "grp-t:2"]),
         Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-a", "--offsets"]),
+        Action("a confluent-kafka consumer (client.id live-client) joins group grp-live on grp-t and "
+               "gets its three partitions", join),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-live", "--members"],
+             masks=member),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--describe", "--group", "grp-live", "--state"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--group", "grp-live", "--reset-offsets", "--topic",
+                  "grp-t", "--to-earliest", "--execute"]),
+        Tool(cg, ["--bootstrap-server", "{bootstrap}", "--delete", "--group", "grp-live"]),
+        Action("the consumer closes (leaves grp-live)", live.close),
         Tool(cg, ["--bootstrap-server", "{bootstrap}", "--delete", "--group", "grp-a"]),
         Tool(cg, ["--bootstrap-server", "{bootstrap}", "--delete", "--group", "grp-missing"]),
         Tool(cg, ["--bootstrap-server", "{bootstrap}", "--list"]),
