@@ -12,7 +12,8 @@
 #   HARSH_SEEDS    seeds of the harsh mixed workload (4 partitions, fast idempotent and
 #                  transactional writers, a kill every 2-6 s), a count or a list (default 50)
 #   HARSH_SECONDS  its duration per seed                                     (default 120)
-# Env: STRATA_HARSH_RATE records/s per idempotent producer (default 2000).
+# Env: STRATA_HARSH_RATE records/s per idempotent producer (default 2000); STRATA_COPIER_RECORDS,
+# STRATA_COPIER_COPIERS, STRATA_COPIER_TERM_ROUNDS, STRATA_COPIER_KILL_ROUNDS size the copier run.
 # Every cluster test ends with the replica audit (tests/interop/replica_audit.py).
 # Needs what scripts/test.sh installs (.venv, kcat); builds the release broker.
 set -uo pipefail
@@ -40,6 +41,12 @@ STRATA_NEMESIS_SEEDS=$SEEDS STRATA_NEMESIS_SECONDS=$SECONDS_PER_SEED \
 echo "==> harsh mixed workload: seeds $HARSH_SEEDS, ${HARSH_SECONDS}s each"
 STRATA_HARSH_SEEDS=$HARSH_SEEDS STRATA_HARSH_SECONDS=$HARSH_SECONDS STRATA_HARSH_RATE=${STRATA_HARSH_RATE:-2000} \
     .venv/bin/python -m pytest tests/interop/test_cluster_nemesis.py -k harsh -p no:cacheprovider -ra || FAILED=1
+# Kafka's transaction system test with Kafka's verification clients (test_kafka_txn_copier.py),
+# longer than CI's: more records, 4 copiers, 3 SIGTERM rounds then 3 SIGKILL rounds.
+echo "==> Kafka's transactional copiers under bounces: ${STRATA_COPIER_RECORDS:-60000} records"
+STRATA_COPIER_RECORDS=${STRATA_COPIER_RECORDS:-60000} STRATA_COPIER_COPIERS=${STRATA_COPIER_COPIERS:-4} \
+    STRATA_COPIER_TERM_ROUNDS=${STRATA_COPIER_TERM_ROUNDS:-3} STRATA_COPIER_KILL_ROUNDS=${STRATA_COPIER_KILL_ROUNDS:-3} \
+    .venv/bin/python -m pytest tests/interop/test_kafka_txn_copier.py -p no:cacheprovider -ra || FAILED=1
 for i in $(seq 1 "$REPEATS"); do
     echo "==> replication and coordinator failover, round $i of $REPEATS"
     .venv/bin/python -m pytest tests/interop/test_replication.py tests/interop/test_cluster_coordinators.py \

@@ -159,7 +159,9 @@ install_deps() {
 
     install_go_modules || return 1
 
-    # Apache Kafka, the reference the kafka-smoke step runs a few interop tests against.
+    # Apache Kafka, the reference the kafka-smoke step runs a few interop tests against; its
+    # kafka-tools jar also runs Kafka's own tools and verification clients against Strata in the
+    # interop step (test_kafka_tools.py, test_kafka_txn_copier.py).
     if ! command -v mvn >/dev/null 2>&1; then
         log "installing maven (apt)"
         apt_install maven || return 1

@@ -57,11 +57,17 @@ impl ControllerState {
         let mut results = Vec::new();
         for (topic, partition) in list {
             let Some(p) = pending.image().partition(topic, *partition).cloned() else {
+                // Kafka's texts (kafka-leader-election prints them).
+                let message = if pending.image().topic(topic).is_none() {
+                    format!("No such topic as {topic}")
+                } else {
+                    format!("No such partition as {topic}-{partition}")
+                };
                 results.push(ElectionResult {
                     topic: topic.clone(),
                     partition: *partition,
                     error: ErrorCode::UnknownTopicOrPartition,
-                    message: Some("the partition does not exist".into()),
+                    message: Some(message),
                 });
                 continue;
             };

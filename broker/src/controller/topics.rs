@@ -73,7 +73,7 @@ impl ControllerState {
     fn plan_topic(&self, image: &MetadataImage, t: &CreatableTopic) -> Result<TopicPlan, Refusal> {
         validate_topic_name(&t.name).map_err(|m| (ErrorCode::InvalidTopicException, m))?;
         if image.topic(&t.name).is_some() {
-            return Err((ErrorCode::TopicAlreadyExists, format!("topic '{}' already exists", t.name)));
+            return Err((ErrorCode::TopicAlreadyExists, format!("Topic '{}' already exists.", t.name)));
         }
         let mut configs = BTreeMap::new();
         for c in &t.configs {
@@ -345,7 +345,10 @@ fn plan_partitions(
     if count <= current {
         return Err((
             ErrorCode::InvalidPartitions,
-            format!("topic {name} has {current} partitions; the new count must be larger, got {count}"),
+            // Kafka's text (kafka-topics --alter prints it).
+            format!(
+                "The topic {name} currently has {current} partition(s); {count} would not be an increase."
+            ),
         ));
     }
     let rf = t.partitions.first().map_or(1, |p| p.replicas.len());

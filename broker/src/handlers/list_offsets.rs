@@ -1,6 +1,10 @@
 //! ListOffsets (2): earliest, latest, max-timestamp, or the first offset at or after a
 //! timestamp, per partition, from the partition's leader.
 //!
+//! Versions 8-10 add nothing to decode but what a client may ask: earliest-local (-4, KIP-405)
+//! is the log start offset and latest-tiered (-5, KIP-1005) is no offset, since nothing is
+//! tiered; v10's `timeout_ms` (KIP-1075) bounds remote-storage lookups, which there are none of.
+//!
 //! Version 0 (still what older sarama-based tools such as Burrow send) answers with the
 //! same one offset in `old_style_offsets` (none if `max_num_offsets` is 0 or nothing is
 //! found); Kafka's v0 could list several segment base offsets before a timestamp, which
@@ -16,6 +20,8 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
+/// The highest offset copied to tiered storage (v9, KIP-1005): none without tiered storage.
+const LATEST_TIERED: i64 = -5;
 
 /// Handles ListOffsets.
 pub fn handle(broker: &Broker, version: i16, request: ListOffsetsRequest) -> ListOffsetsResponse {
@@ -52,6 +58,8 @@ pub fn handle(broker: &Broker, version: i16, request: ListOffsetsRequest) -> Lis
                         LATEST if request.isolation_level == 1 => r.offset = p.last_stable_offset(),
                         LATEST => r.offset = p.high_watermark(),
                         EARLIEST | EARLIEST_LOCAL => r.offset = p.log.log_start_offset(),
+                        // Nothing is tiered: no offset, as Kafka answers with remote storage off.
+                        LATEST_TIERED => {}
                         MAX_TIMESTAMP => match p.log.max_timestamp() {
                             Ok(Some(found)) => {
                                 r.timestamp = found.timestamp;

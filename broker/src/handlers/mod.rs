@@ -52,7 +52,7 @@ pub const SERVED: &[Served] = &[
     // answered with UNSUPPORTED_VERSION, as Kafka 4 does (KIP-896).
     Served { api: ApiKey::Produce, min: 0, max: 10 },
     Served { api: ApiKey::Fetch, min: 4, max: 16 },
-    Served { api: ApiKey::ListOffsets, min: 0, max: 7 },
+    Served { api: ApiKey::ListOffsets, min: 0, max: 10 },
     Served { api: ApiKey::OffsetForLeaderEpoch, min: 0, max: 4 },
     Served { api: ApiKey::Metadata, min: 0, max: 12 },
     Served { api: ApiKey::ApiVersions, min: 0, max: 3 },
