@@ -112,7 +112,10 @@ def run_confluent() -> None:
 
     p = new_producer()
     out("start")
+    # librdkafka reports a fatal consumer error through error_cb, not as a consumed message.
+    CONSUMER_FATAL: list = []
     c = Consumer({"bootstrap.servers": CONF["bootstrap"], "group.id": CONF["group"],
+                  "error_cb": lambda e: CONSUMER_FATAL.append(e) if e.fatal() else None,
                   "group.instance.id": CONF["instance_id"], "session.timeout.ms": CONF["session_timeout_ms"],
                   "isolation.level": "read_committed", "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100, "log_level": 3,
@@ -123,7 +126,7 @@ def run_confluent() -> None:
     while not STOP:
         got = c.consume(CONF["max_records"], timeout=0.2)
         msgs = [m for m in got if not m.error()]
-        fatal = [m.error() for m in got if m.error() and m.error().fatal()]
+        fatal = CONSUMER_FATAL + [m.error() for m in got if m.error() and m.error().fatal()]
         if fatal:
             # The consumer is unusable (a static member fenced: FENCED_INSTANCE_ID after its
             # coordinator failed over, as against Kafka): end, so a supervisor starts it again.
