@@ -177,6 +177,8 @@ def test_a_security_key_is_refused_at_run_time_and_never_stored(broker_factory):
     wait_until(lambda: broker_configs(a, "0")["log.retention.ms"].value == "3600000", 20, "retention set")
 
 
+@pytest.mark.kafka_xfail("Kafka 4.4 answers INVALID_REQUEST (42) for an invalid value of a dynamic broker "
+                         "config (max.connections=-1); Strata answers INVALID_CONFIG (40)")
 def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(broker_factory):
     b = broker_factory({"max.connections.per.ip": "50"})
     a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
@@ -185,6 +187,10 @@ def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(
 
     # One broker's per-address override: past it, a connection from that address is closed.
     assert set_broker(a, "0", "max.connections.per.ip.overrides", "127.0.0.2:2") == 0
+    # Kafka applies a dynamic config when the broker replays the controller's record, after
+    # the answer: wait until the broker describes it before relying on it.
+    wait_until(lambda: broker_configs(a, "0")["max.connections.per.ip.overrides"].value == "127.0.0.2:2",
+               20, "the override applied")
     held = [wire.Conn(b.port, source="127.0.0.2") for _ in range(2)]
     for c in held:
         wire.api_versions(c)
@@ -199,6 +205,8 @@ def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(
 
     # Removed: the open ones stay, and a third is served.
     assert set_broker(a, "0", "max.connections.per.ip.overrides", None) == 0
+    wait_until(lambda: (broker_configs(a, "0")["max.connections.per.ip.overrides"].value or "") == "",
+               20, "the override removed")
     third = wire.Conn(b.port, source="127.0.0.2")
     wire.api_versions(third)
     for c in held:
@@ -213,6 +221,8 @@ def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(
     # while the open ones are still served; lifting it lets the waiting one in.
     code, message = wire.incremental_alter_configs_v0(control, 4, "", [("max.connections", 0, "0")])
     assert code == 0, message
+    # Described through the admin client's connection, open before the limit.
+    wait_until(lambda: broker_configs(a, "0")["max.connections"].value == "0", 20, "max.connections=0 applied")
     waiting = wire.Conn(b.port, source="127.0.0.3")
     waiting.send_request(18, 0, b"")
     assert not waiting.closed_by_peer(2), "a connection past max.connections waits, unanswered"
@@ -226,6 +236,9 @@ def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(
         c.close()
 
 
+@pytest.mark.kafka_xfail("Kafka measures max.connection.creation.rate over quota.window.num (11) samples "
+                         "of a second, never less than 10 s at first, so a fresh broker lets a burst "
+                         "of about 10 s worth through; Strata's token bucket holds one second's worth")
 def test_max_connection_creation_rate_paces_new_connections_and_changes_at_run_time(broker_factory):
     b = broker_factory({"max.connection.creation.rate": "4"})
     control = wire.Conn(b.port)
@@ -255,16 +268,24 @@ def test_max_connection_creation_rate_paces_new_connections_and_changes_at_run_t
     control.close()
 
 
+@pytest.mark.kafka_xfail("Kafka 4.4 describes a listener's max.connections set for one broker at run time "
+                         "as read-only; Strata as dynamic and writable")
 def test_a_listeners_own_connection_limit_and_rate_change_at_run_time(broker_factory):
     b = broker_factory({"listener.name.plaintext.max.connections": "100"})
     own, rate = "listener.name.plaintext.max.connections", "listener.name.plaintext.max.connection.creation.rate"
     control = wire.Conn(b.port)  # stays open (and served) through every limit below
     wire.api_versions(control)
+    # Its connections opened before the limit, so it can tell when the broker applied it
+    # (Kafka replays the controller's record after answering the alter).
+    a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
+    broker_configs(a, "0")
 
-    # This broker's value over the file's: the listener holds one connection (control), so
-    # a second waits in the backlog, unanswered, while control is still served.
+    # This broker's value over the file's: the listener holds more than one connection
+    # (control, the admin client's), so another waits in the backlog, unanswered, while
+    # control is still served.
     code, message = wire.incremental_alter_configs_v0(control, 4, "0", [(own, 0, "1")])
     assert code == 0, message
+    wait_until(lambda: broker_configs(a, "0")[own].value == "1", 20, "the listener's limit applied")
     waiting = wire.Conn(b.port)
     waiting.send_request(18, 0, b"")
     assert not waiting.closed_by_peer(2), "a connection past the listener's own limit waits, unanswered"
@@ -277,7 +298,6 @@ def test_a_listeners_own_connection_limit_and_rate_change_at_run_time(broker_fac
     waiting.sock.settimeout(10)
     assert waiting.recv_frame()[:4] == wire.i32(1), "the waiting connection's ApiVersions is answered"
 
-    a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
     entries = broker_configs(a, "0")
     e = entries[own]
     assert (e.value, e.source, e.is_read_only) == ("50", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False), e
