@@ -1,8 +1,8 @@
 //! DescribeLogDirs against the real binary: the one log dir is named by its absolute path,
 //! each partition's size is the bytes of its segment files and grows as records are
 //! produced, offset lags are 0 and no replica is a future one; v4 adds the volume's total
-//! and usable bytes (statvfs), earlier versions leave them at Kafka's -1; named partitions
-//! restrict the answer and unknown ones are left out.
+//! and usable bytes (statvfs), earlier versions leave them at Kafka's -1; v5 says the dir is
+//! not cordoned; named partitions restrict the answer and unknown ones are left out.
 
 use strata_client::admin::NewTopic;
 use strata_client::producer::{Producer, ProducerConfig, ProducerRecord};
@@ -42,15 +42,16 @@ async fn the_one_log_dir_reports_partition_sizes_and_volume_space() {
     let created = client.admin().create_topics(&[NewTopic::new("ld", 2)], false).await;
     assert!(created.iter().all(|(_, r)| r.is_ok()), "{created:?}");
     let conn = client.broker(0).await.expect("connection");
-    assert_eq!(conn.version(ApiKey::DescribeLogDirs).expect("advertised"), 4);
+    assert_eq!(conn.version(ApiKey::DescribeLogDirs).expect("advertised"), 5);
 
-    let before = describe(&conn, 4, None).await;
+    let before = describe(&conn, 5, None).await;
     assert_eq!((before.error_code, before.results.len()), (0, 1));
     let dir = &before.results[0];
     assert_eq!(dir.error_code, 0);
     let data = broker.data_dir().canonicalize().expect("data dir");
     assert_eq!(std::path::Path::new(&dir.log_dir), data, "absolute path of log.dirs");
     assert!(dir.total_bytes > 0 && dir.usable_bytes > 0 && dir.usable_bytes <= dir.total_bytes, "{dir:?}");
+    assert!(!dir.is_cordoned);
     assert_eq!(sizes(&before, "ld"), vec![(0, 0), (1, 0)]);
 
     let producer = Producer::new(ProducerConfig::new(&broker.addr().to_string())).await.expect("producer");
@@ -65,6 +66,7 @@ async fn the_one_log_dir_reports_partition_sizes_and_volume_space() {
     producer.close().await.expect("close");
 
     let after = describe(&conn, 4, None).await;
+    assert!(after.results[0].total_bytes > 0, "v4 carries the volume's space");
     let on_disk = broker.segment_bytes("ld", 0).expect("segment bytes") as i64;
     assert!(on_disk > 0);
     assert_eq!(sizes(&after, "ld"), vec![(0, on_disk), (1, 0)], "sizes are the segment files' bytes");

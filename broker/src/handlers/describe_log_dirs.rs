@@ -1,7 +1,8 @@
 //! DescribeLogDirs (35): what each log directory of this broker holds, as Kafka answers
 //! it: per directory its error, absolute path, every partition log in it with its size on
-//! disk (the bytes of its segment files, Kafka's `UnifiedLog.size`) and offset lag, and
-//! from v4 (KIP-827) the size and usable space of the volume it is on.
+//! disk (the bytes of its segment files, Kafka's `UnifiedLog.size`) and offset lag, from
+//! v4 (KIP-827) the size and usable space of the volume it is on, and from v5 (KIP-1066)
+//! whether it is cordoned (never, here).
 //!
 //! Strata has one log directory (the first of `log.dirs`; JBOD is not built), so the
 //! answer has one entry and no future replicas (`is_future_key` is always false: there is
@@ -48,6 +49,8 @@ pub fn handle(broker: &Broker, request: DescribeLogDirsRequest) -> DescribeLogDi
             topics: topics(broker, request.topics.as_deref()),
             total_bytes: clamp_i64(space.total_bytes),
             usable_bytes: clamp_i64(space.usable_bytes),
+            // KIP-1066 cordons one of several dirs; Strata's one dir always takes replicas.
+            is_cordoned: false,
         },
         Err(e) => {
             tracing::warn!(error = %e, "log dir described as failed");

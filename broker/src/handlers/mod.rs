@@ -63,7 +63,7 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::DeleteRecords, min: 0, max: 2 },
     Served { api: ApiKey::DescribeConfigs, min: 1, max: 4 },
     // v0 was removed in Kafka 4 (KIP-896).
-    Served { api: ApiKey::DescribeLogDirs, min: 1, max: 4 },
+    Served { api: ApiKey::DescribeLogDirs, min: 1, max: 5 },
     Served { api: ApiKey::AlterConfigs, min: 0, max: 2 },
     Served { api: ApiKey::CreatePartitions, min: 0, max: 3 },
     Served { api: ApiKey::IncrementalAlterConfigs, min: 0, max: 1 },

@@ -1,5 +1,5 @@
-//! DescribeLogDirs (API key 35): request and response as Kafka defines them. Kafka 4
-//! serves v1-4 (v0 was removed by KIP-896); the codec also decodes v0, which is the same
+//! DescribeLogDirs (API key 35): request and response as Kafka defines them. Kafka 4.4
+//! serves v1-5 (v0 was removed by KIP-896); the codec also decodes v0, which is the same
 //! as v1 on the wire.
 
 #[allow(unused_imports)]
@@ -10,7 +10,7 @@ use bytes::Bytes;
 /// API key of DescribeLogDirs.
 pub const API_KEY: i16 = 35;
 /// Lowest and highest version the codec can decode.
-pub const VERSIONS: (i16, i16) = (0, 4);
+pub const VERSIONS: (i16, i16) = (0, 5);
 /// First version with the flexible encoding.
 pub const FLEXIBLE_FROM: i16 = 2;
 
@@ -21,7 +21,7 @@ crate::message! {
         topic: String [0..],
         partitions: Vec<i32> [0..],
     }
-    /// DescribeLogDirsRequest, versions 0-4. Null `topics` asks for every partition.
+    /// DescribeLogDirsRequest, versions 0-5. Null `topics` asks for every partition.
     pub struct DescribeLogDirsRequest {
         topics: Option<Vec<DescribableLogDirTopic>> [0..] = Some(Vec::new()),
     }
@@ -46,8 +46,10 @@ crate::message! {
         total_bytes: i64 [4..] = -1,
         /// Usable space left on the dir's volume; added in v4 (KIP-827).
         usable_bytes: i64 [4..] = -1,
+        /// Whether the dir is cordoned (takes no new replicas); added in v5 (KIP-1066).
+        is_cordoned: bool [5..],
     }
-    /// DescribeLogDirsResponse, versions 0-4.
+    /// DescribeLogDirsResponse, versions 0-5.
     pub struct DescribeLogDirsResponse {
         throttle_time_ms: i32 [0..],
         /// Top-level error code; added in v3 (KIP-784).
