@@ -108,3 +108,23 @@ fn topics(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_protocol::ErrorCode;
+
+    #[test]
+    fn a_dir_that_cannot_be_stated_is_a_storage_error() {
+        let e = volume(Path::new("/nonexistent/strata-log-dir")).expect_err("no such dir");
+        assert!(e.to_string().contains("/nonexistent/strata-log-dir"), "{e}");
+        assert_eq!(crate::errors::log_dir_error_code(&e), ErrorCode::KafkaStorageError);
+    }
+
+    #[test]
+    fn a_live_dir_has_a_volume_with_usable_space_within_its_size() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let v = volume(dir.path()).expect("statvfs");
+        assert!(v.total_bytes > 0 && v.usable_bytes <= v.total_bytes, "{v:?}");
+    }
+}
