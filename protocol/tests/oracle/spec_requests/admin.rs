@@ -55,17 +55,6 @@ mod delete_records_request {
     });
 }
 
-mod describe_log_dirs_request {
-    use kafka_protocol::messages::describe_log_dirs_request::*;
-    crate::fill!(DescribeLogDirsRequest {
-        topics: 0..=4 null 0..=4;
-    });
-    crate::fill!(DescribableLogDirTopic {
-        topic: 0..=4;
-        partitions: 0..=4;
-    });
-}
-
 mod describe_configs_request {
     use kafka_protocol::messages::describe_configs_request::*;
     crate::fill!(DescribeConfigsRequest {
@@ -94,6 +83,17 @@ mod alter_configs_request {
     crate::fill!(AlterableConfig {
         name: 0..=2;
         value: 0..=2 null 0..=2;
+    });
+}
+
+mod describe_log_dirs_request {
+    use kafka_protocol::messages::describe_log_dirs_request::*;
+    crate::fill!(DescribeLogDirsRequest {
+        topics: 0..=4 null 0..=4;
+    });
+    crate::fill!(DescribableLogDirTopic {
+        topic: 0..=4;
+        partitions: 0..=4;
     });
 }
 
