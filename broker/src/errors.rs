@@ -1,6 +1,7 @@
 //! The one place where internal errors become Kafka error codes.
 
 use crate::controller::raft::ServeError;
+use crate::handlers::LogDirError;
 use strata_protocol::ErrorCode;
 use strata_storage::StorageError;
 
@@ -35,5 +36,13 @@ pub fn storage_error_code(e: &StorageError) -> ErrorCode {
         StorageError::TransactionCoordinatorFenced { .. } => ErrorCode::TransactionCoordinatorFenced,
         // A leader append with an epoch older than the log's: this broker was deposed.
         StorageError::StaleLeaderEpoch { .. } => ErrorCode::NotLeaderOrFollower,
+    }
+}
+
+/// The error code of a log directory DescribeLogDirs cannot describe: Kafka reports an
+/// offline log dir with KAFKA_STORAGE_ERROR.
+pub fn log_dir_error_code(e: &LogDirError) -> ErrorCode {
+    match e {
+        LogDirError::Unreadable { .. } => ErrorCode::KafkaStorageError,
     }
 }

@@ -9,7 +9,8 @@ them; DescribeConfigs shows topic overrides and defaults; AlterConfigs (replace 
 IncrementalAlterConfigs (SET / DELETE) take effect as DescribeConfigs then shows;
 CreatePartitions grows a topic and refuses to shrink it; DeleteTopics removes the topic and its
 files; DeleteRecords moves the log start offset, after which reads below it get
-OFFSET_OUT_OF_RANGE (1) or follow auto.offset.reset; DescribeCluster describes the single node.
+OFFSET_OUT_OF_RANGE (1) or follow auto.offset.reset; DescribeCluster describes the single node;
+DescribeLogDirs (kafka-python) describes its one log dir with each partition's size on disk.
 A security setting (a non-PLAINTEXT listener, written so or mapped, `ssl.*`, `sasl.*`, a
 listener's JAAS config, `super.users`, ...), from `--override` or a server.properties file, stops
 the broker before it serves, with an error naming the key and never its value.
@@ -542,5 +543,34 @@ def test_kafka_python_partitions_records_cluster(broker):
         assert d["cluster_id"], d
         assert [n["broker_id"] for n in d["brokers"]] == [0], d
         assert d["controller_id"] == 0, d
+    finally:
+        a.close()
+
+
+def test_kafka_python_describe_log_dirs(broker):
+    """DescribeLogDirs through kafka-python: the broker's one log dir, each partition sized by
+    its segment files (growing after a produce), with the volume's space."""
+    from kafka import KafkaProducer
+
+    a = kp_admin(broker)
+    try:
+        topic = util.unique_topic("kplogdirs")
+        assert _kp_codes(a.create_topics({topic: {"num_partitions": 1, "replication_factor": 1}})) == {topic: 0}
+        p = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for i in range(30):
+            p.send(topic, f"v{i}".encode(), partition=0)
+        p.flush()
+        p.close()
+        [node] = a.describe_log_dirs()
+        assert node["broker"] == 0
+        [d] = node["log_dirs"]
+        assert d["error_code"] == 0 and d["log_dir"] == str(broker.data_dir.resolve()), d
+        st = os.statvfs(broker.data_dir)
+        assert d["total_bytes"] == st.f_blocks * st.f_frsize and 0 < d["usable_bytes"] <= d["total_bytes"], d
+        [t] = [t for t in d["topics"] if t["name"] == topic]
+        on_disk = sum(f.stat().st_size for f in (broker.data_dir / f"{topic}-0").glob("*.log"))
+        assert on_disk > 0
+        assert t["partitions"] == [{"partition_index": 0, "partition_size": on_disk, "offset_lag": 0,
+                                    "is_future_key": False}], t
     finally:
         a.close()

@@ -6,14 +6,17 @@ listOffsets (earliest, latest, max timestamp, by timestamp), consumer groups (li
 describe, remove a static member, alter/delete/list offsets, describeClassicGroups, delete),
 describeCluster, describeFeatures, describeMetadataQuorum, electLeaders, partition
 reassignments (move, list, cancel with none in progress), describeProducers, list/describe
-transactions, abortTransaction and fenceProducers - each checked against what the broker then
-reports.
+transactions, abortTransaction, fenceProducers and describeLogDirs/describeReplicaLogDirs - each
+checked against what the broker then reports.
 
-The calls whose APIs Strata does not serve (ACLs, log dirs, client quotas, SCRAM credentials,
+The calls whose APIs Strata does not serve (ACLs, alterReplicaLogDirs, client quotas, SCRAM credentials,
 delegation tokens, updateFeatures, unregisterBroker, share and streams groups) must each fail
 at once with UnsupportedVersionException, never hang (docs/compatibility.md lists them)."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
@@ -24,10 +27,10 @@ pytestmark = pytest.mark.timeout(600)  # the first test may also build the Java 
 
 ADMIN = ["topics_and_partitions", "configs", "delete_records_and_list_offsets", "consumer_groups",
          "describe_cluster_features_quorum", "elect_leaders", "reassignments", "producers_and_transactions",
-         "fence_producers", "unsupported_calls"]
+         "fence_producers", "log_dirs", "unsupported_calls"]
 UNSUPPORTED = ["alterClientQuotas", "alterReplicaLogDirs", "alterUserScramCredentials", "createAcls",
                "createDelegationToken", "deleteAcls", "describeAcls", "describeClientQuotas",
-               "describeDelegationToken", "describeLogDirs", "describeReplicaLogDirs", "describeShareGroups",
+               "describeDelegationToken", "describeShareGroups",
                "describeStreamsGroups", "describeUserScramCredentials", "unregisterBroker", "updateFeatures"]
 
 
@@ -38,7 +41,9 @@ def admin_results(tmp_path_factory, strata_starts, java_clients):
     b = new_broker(tmp_path_factory.mktemp("java-admin-broker"), {"group.initial.rebalance.delay.ms": "0"})
     b.start()
     try:
-        yield java_clients.run(java_util.NEWEST, "admin", b.bootstrap, *ADMIN)
+        results = java_clients.run(java_util.NEWEST, "admin", b.bootstrap, *ADMIN)
+        results["broker"] = b
+        yield results
     finally:
         if b.alive():
             b.stop()
@@ -67,3 +72,19 @@ def test_describe_features_reports_no_features(admin_results):
     res = admin_results["describe_cluster_features_quorum"]
     java_util.assert_ok(res)
     assert res["finalized"] == [] and res["supported"] == [], res
+
+
+def test_describe_log_dirs_matches_the_disk(admin_results):
+    """describeLogDirs names the broker's data dir (absolute), sizes each partition by its
+    segment files, and reports the volume's total and usable bytes (statvfs)."""
+    res = admin_results["log_dirs"]
+    java_util.assert_ok(res)
+    data = Path(admin_results["broker"].data_dir).resolve()
+    assert Path(res["dir"]) == data, res
+    for p in (0, 1):
+        segments = sum(f.stat().st_size for f in (data / f"{res['topic']}-{p}").glob("*.log"))
+        assert res[f"size_{p}"] == segments, (p, res, segments)
+    assert res["size_0"] > 0 and res["size_1"] == 0, res
+    st = os.statvfs(data)
+    assert res["total_bytes"] == st.f_blocks * st.f_frsize, res
+    assert 0 < res["usable_bytes"] <= res["total_bytes"], res

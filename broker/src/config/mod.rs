@@ -509,6 +509,7 @@ mod tests {
             "log.retention.ms",
             "leader.replication.throttled.rate",
             "follower.replication.throttled.rate",
+            "replica.alter.log.dirs.io.max.bytes.per.second",
             "max.connections",
             "max.connection.creation.rate",
         ] {

@@ -10,6 +10,7 @@ mod create_topics;
 mod delete_records;
 mod delete_topics;
 mod describe_cluster;
+mod describe_log_dirs;
 mod describe_quorum;
 mod elect_leaders;
 mod fetch;
@@ -26,6 +27,7 @@ mod produce;
 mod transactions;
 
 pub use crate::clock::now_ms;
+pub use describe_log_dirs::LogDirError;
 
 use crate::broker::Broker;
 use crate::connection::RequestContext;
@@ -60,6 +62,8 @@ pub const SERVED: &[Served] = &[
     Served { api: ApiKey::DeleteTopics, min: 1, max: 6 },
     Served { api: ApiKey::DeleteRecords, min: 0, max: 2 },
     Served { api: ApiKey::DescribeConfigs, min: 1, max: 4 },
+    // v0 was removed in Kafka 4 (KIP-896).
+    Served { api: ApiKey::DescribeLogDirs, min: 1, max: 5 },
     Served { api: ApiKey::AlterConfigs, min: 0, max: 2 },
     Served { api: ApiKey::CreatePartitions, min: 0, max: 3 },
     Served { api: ApiKey::IncrementalAlterConfigs, min: 0, max: 1 },
@@ -158,6 +162,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
         RequestBody::DeleteTopics(r) => delete_topics::handle(broker, version, r).await.into(),
         RequestBody::CreatePartitions(r) => create_partitions::handle(broker, r).await.into(),
         RequestBody::DeleteRecords(r) => delete_records::handle(broker, r).await.into(),
+        RequestBody::DescribeLogDirs(r) => describe_log_dirs::handle(broker, r).into(),
         RequestBody::DescribeConfigs(r) => admin_configs::describe(broker, version, r).into(),
         RequestBody::AlterConfigs(r) => admin_configs::alter(broker, r).await.into(),
         RequestBody::IncrementalAlterConfigs(r) => admin_configs::incremental_alter(broker, r).await.into(),

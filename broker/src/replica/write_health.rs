@@ -65,14 +65,34 @@ impl WriteHealth {
 
 /// Bytes available to unprivileged writers on the file system holding `dir`.
 pub fn free_bytes(dir: &Path) -> Option<u64> {
+    volume_bytes(dir).ok().map(|v| v.usable_bytes)
+}
+
+/// The size of the file system (volume) holding a directory and what is left of it,
+/// as Java's `FileStore.getTotalSpace` / `getUsableSpace` give them to Kafka.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VolumeBytes {
+    /// Size of the volume (`f_blocks * f_frsize`).
+    pub total_bytes: u64,
+    /// Bytes unprivileged writers may still use (`f_bavail * f_frsize`).
+    pub usable_bytes: u64,
+}
+
+/// `statvfs` of the file system holding `dir`; fails if `dir` is gone or unreadable.
+pub fn volume_bytes(dir: &Path) -> std::io::Result<VolumeBytes> {
     use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `path` is a valid C string and `st` a struct we own.
     if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return None;
+        return Err(std::io::Error::last_os_error());
     }
-    Some(st.f_bavail as u64 * st.f_frsize as u64)
+    let frsize = st.f_frsize as u64;
+    Ok(VolumeBytes {
+        total_bytes: (st.f_blocks as u64).saturating_mul(frsize),
+        usable_bytes: (st.f_bavail as u64).saturating_mul(frsize),
+    })
 }
 
 #[cfg(test)]

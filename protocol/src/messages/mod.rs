@@ -22,6 +22,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_transactions;
@@ -86,6 +87,7 @@ crate::apis! {
         TxnOffsetCommit = 28 => txn_offset_commit::{TxnOffsetCommitRequest, TxnOffsetCommitResponse},
         DescribeConfigs = 32 => describe_configs::{DescribeConfigsRequest, DescribeConfigsResponse},
         AlterConfigs = 33 => alter_configs::{AlterConfigsRequest, AlterConfigsResponse},
+        DescribeLogDirs = 35 => describe_log_dirs::{DescribeLogDirsRequest, DescribeLogDirsResponse},
         SaslAuthenticate = 36 => sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse},
         CreatePartitions = 37 => create_partitions::{CreatePartitionsRequest, CreatePartitionsResponse},
         DeleteGroups = 42 => delete_groups::{DeleteGroupsRequest, DeleteGroupsResponse},

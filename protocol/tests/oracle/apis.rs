@@ -85,6 +85,7 @@ pub fn visit(api: ApiKey, v: &mut impl Visitor) {
         TxnOffsetCommit => txn_offset_commit::{TxnOffsetCommitRequest, TxnOffsetCommitResponse},
         DescribeConfigs => describe_configs::{DescribeConfigsRequest, DescribeConfigsResponse},
         AlterConfigs => alter_configs::{AlterConfigsRequest, AlterConfigsResponse},
+        DescribeLogDirs => describe_log_dirs::{DescribeLogDirsRequest, DescribeLogDirsResponse},
         SaslAuthenticate => sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse},
         CreatePartitions => create_partitions::{CreatePartitionsRequest, CreatePartitionsResponse},
         DeleteGroups => delete_groups::{DeleteGroupsRequest, DeleteGroupsResponse},

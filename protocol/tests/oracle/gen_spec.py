@@ -28,7 +28,8 @@ APIS = [
     "DescribeGroups", "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics",
     "DeleteTopics", "DeleteRecords", "InitProducerId", "OffsetForLeaderEpoch",
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers",
-    "TxnOffsetCommit", "DescribeConfigs", "AlterConfigs", "SaslAuthenticate",
+    "TxnOffsetCommit", "DescribeConfigs", "AlterConfigs", "DescribeLogDirs",
+    "SaslAuthenticate",
     "CreatePartitions", "DeleteGroups", "IncrementalAlterConfigs", "OffsetDelete",
     "DescribeCluster", "DescribeProducers", "DescribeTransactions", "ListTransactions",
     "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments",
@@ -44,7 +45,7 @@ FAMILIES = [
      "The {kind} tables of the admin APIs: topics, partitions, records, configs, leader\n"
      "//! elections and partition reassignments.",
      ["CreateTopics", "DeleteTopics", "DeleteRecords", "DescribeConfigs", "AlterConfigs",
-      "CreatePartitions", "IncrementalAlterConfigs", "ElectLeaders",
+      "DescribeLogDirs", "CreatePartitions", "IncrementalAlterConfigs", "ElectLeaders",
       "AlterPartitionReassignments", "ListPartitionReassignments"]),
     ("controller",
      "The {kind} tables of the KRaft controller APIs: quorum, ISR changes, broker\n"

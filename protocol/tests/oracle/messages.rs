@@ -222,6 +222,7 @@ fn oracle_covers_every_codec_version_but_the_known_newer_ones() {
             (ApiKey::InitProducerId, 6),
             (ApiKey::EndTxn, 5),
             (ApiKey::WriteTxnMarkers, 2),
+            (ApiKey::DescribeLogDirs, 5),
             (ApiKey::AlterPartitionReassignments, 1),
         ],
         "versions the oracle does not cover"

@@ -3,14 +3,16 @@
 //! ListOffsets v10 (KIP-1075, adds `TimeoutMs`), EndTxn v5 (KIP-890, the response
 //! returns the bumped producer id and epoch), Fetch v18 (KIP-1166, the follower's high
 //! watermark as a tagged field), WriteTxnMarkers v2 (KIP-1228, `TransactionVersion`)
-//! AlterPartitionReassignments v1 (KIP-860, `AllowReplicationFactorChange`) and
-//! InitProducerId v6 (KIP-939, the two-phase-commit flags and the kept transaction).
+//! AlterPartitionReassignments v1 (KIP-860, `AllowReplicationFactorChange`),
+//! InitProducerId v6 (KIP-939, the two-phase-commit flags and the kept transaction) and
+//! DescribeLogDirs v5 (KIP-1066, `IsCordoned`).
 
 use crate::messages::{decode_ours, diff, encode_ours};
 use bytes::Bytes;
 use strata_protocol::codec::Uuid;
 use strata_protocol::messages::{
-    alter_partition_reassignments, end_txn, fetch, init_producer_id, list_offsets, write_txn_markers,
+    alter_partition_reassignments, describe_log_dirs, end_txn, fetch, init_producer_id, list_offsets,
+    write_txn_markers,
 };
 use strata_protocol::ApiKey;
 
@@ -454,4 +456,55 @@ fn init_producer_id_v6_carries_the_two_phase_commit_fields() {
         ongoing_txn_producer_epoch: 7,
     };
     assert_round_trip(ApiKey::InitProducerId, 6, bytes, expected);
+}
+
+#[test]
+fn describe_log_dirs_v5_carries_is_cordoned() {
+    use describe_log_dirs::*;
+    // The request is v2's: null topics (compact array length 0) asks for every partition.
+    let bytes = Raw::default().byte(0).byte(0).done();
+    assert_round_trip(ApiKey::DescribeLogDirs, 5, bytes, DescribeLogDirsRequest { topics: None });
+
+    let bytes = Raw::default()
+        .i32(0) // ThrottleTimeMs
+        .i16(0) // ErrorCode
+        .byte(2) // Results: 1
+        .i16(0) // ErrorCode
+        .compact_str("/d")
+        .byte(2) // Topics: 1
+        .compact_str("t")
+        .byte(2) // Partitions: 1
+        .i32(3) // PartitionIndex
+        .i64(1234) // PartitionSize
+        .i64(0) // OffsetLag
+        .i8(0) // IsFutureKey
+        .byte(0) // partition tags
+        .byte(0) // topic tags
+        .i64(1 << 40) // TotalBytes
+        .i64(1 << 30) // UsableBytes
+        .i8(1) // IsCordoned, new in v5
+        .byte(0) // result tags
+        .byte(0)
+        .done();
+    let expected = DescribeLogDirsResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        results: vec![DescribeLogDirsResult {
+            error_code: 0,
+            log_dir: "/d".into(),
+            topics: vec![DescribeLogDirsTopic {
+                name: "t".into(),
+                partitions: vec![DescribeLogDirsPartition {
+                    partition_index: 3,
+                    partition_size: 1234,
+                    offset_lag: 0,
+                    is_future_key: false,
+                }],
+            }],
+            total_bytes: 1 << 40,
+            usable_bytes: 1 << 30,
+            is_cordoned: true,
+        }],
+    };
+    assert_round_trip(ApiKey::DescribeLogDirs, 5, bytes, expected);
 }

@@ -188,6 +188,8 @@ pub fn visit_structs(v: &mut impl crate::apis::StructVisitor) {
         "AlterableConfig",
     );
     v.visit::<k::sasl_authenticate_request::SaslAuthenticateRequest, s::sasl_authenticate::SaslAuthenticateRequest>(ApiKey::SaslAuthenticate, "SaslAuthenticateRequest");
+    v.visit::<k::describe_log_dirs_request::DescribeLogDirsRequest, s::describe_log_dirs::DescribeLogDirsRequest>(ApiKey::DescribeLogDirs, "DescribeLogDirsRequest");
+    v.visit::<k::describe_log_dirs_request::DescribableLogDirTopic, s::describe_log_dirs::DescribableLogDirTopic>(ApiKey::DescribeLogDirs, "DescribableLogDirTopic");
     v.visit::<k::create_partitions_request::CreatePartitionsRequest, s::create_partitions::CreatePartitionsRequest>(ApiKey::CreatePartitions, "CreatePartitionsRequest");
     v.visit::<k::create_partitions_request::CreatePartitionsTopic, s::create_partitions::CreatePartitionsTopic>(ApiKey::CreatePartitions, "CreatePartitionsTopic");
     v.visit::<k::create_partitions_request::CreatePartitionsAssignment, s::create_partitions::CreatePartitionsAssignment>(ApiKey::CreatePartitions, "CreatePartitionsAssignment");

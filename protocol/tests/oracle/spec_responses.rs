@@ -224,6 +224,10 @@ pub fn visit_structs(v: &mut impl crate::apis::StructVisitor) {
     );
     v.visit::<k::alter_configs_response::AlterConfigsResourceResponse, s::alter_configs::AlterConfigsResourceResponse>(ApiKey::AlterConfigs, "AlterConfigsResourceResponse");
     v.visit::<k::sasl_authenticate_response::SaslAuthenticateResponse, s::sasl_authenticate::SaslAuthenticateResponse>(ApiKey::SaslAuthenticate, "SaslAuthenticateResponse");
+    v.visit::<k::describe_log_dirs_response::DescribeLogDirsResponse, s::describe_log_dirs::DescribeLogDirsResponse>(ApiKey::DescribeLogDirs, "DescribeLogDirsResponse");
+    v.visit::<k::describe_log_dirs_response::DescribeLogDirsResult, s::describe_log_dirs::DescribeLogDirsResult>(ApiKey::DescribeLogDirs, "DescribeLogDirsResult");
+    v.visit::<k::describe_log_dirs_response::DescribeLogDirsTopic, s::describe_log_dirs::DescribeLogDirsTopic>(ApiKey::DescribeLogDirs, "DescribeLogDirsTopic");
+    v.visit::<k::describe_log_dirs_response::DescribeLogDirsPartition, s::describe_log_dirs::DescribeLogDirsPartition>(ApiKey::DescribeLogDirs, "DescribeLogDirsPartition");
     v.visit::<k::create_partitions_response::CreatePartitionsResponse, s::create_partitions::CreatePartitionsResponse>(ApiKey::CreatePartitions, "CreatePartitionsResponse");
     v.visit::<k::create_partitions_response::CreatePartitionsTopicResult, s::create_partitions::CreatePartitionsTopicResult>(ApiKey::CreatePartitions, "CreatePartitionsTopicResult");
     v.visit::<k::delete_groups_response::DeleteGroupsResponse, s::delete_groups::DeleteGroupsResponse>(

@@ -86,6 +86,17 @@ mod alter_configs_request {
     });
 }
 
+mod describe_log_dirs_request {
+    use kafka_protocol::messages::describe_log_dirs_request::*;
+    crate::fill!(DescribeLogDirsRequest {
+        topics: 0..=4 null 0..=4;
+    });
+    crate::fill!(DescribableLogDirTopic {
+        topic: 0..=4;
+        partitions: 0..=4;
+    });
+}
+
 mod create_partitions_request {
     use kafka_protocol::messages::create_partitions_request::*;
     crate::fill!(CreatePartitionsRequest {

@@ -103,6 +103,32 @@ mod alter_configs_response {
     });
 }
 
+mod describe_log_dirs_response {
+    use kafka_protocol::messages::describe_log_dirs_response::*;
+    crate::fill!(DescribeLogDirsResponse {
+        throttle_time_ms: 0..=4;
+        error_code: 3..=4;
+        results: 0..=4;
+    });
+    crate::fill!(DescribeLogDirsResult {
+        error_code: 0..=4;
+        log_dir: 0..=4;
+        topics: 0..=4;
+        total_bytes: 4..=4;
+        usable_bytes: 4..=4;
+    });
+    crate::fill!(DescribeLogDirsTopic {
+        name: 0..=4;
+        partitions: 0..=4;
+    });
+    crate::fill!(DescribeLogDirsPartition {
+        partition_index: 0..=4;
+        partition_size: 0..=4;
+        offset_lag: 0..=4;
+        is_future_key: 0..=4;
+    });
+}
+
 mod create_partitions_response {
     use kafka_protocol::messages::create_partitions_response::*;
     crate::fill!(CreatePartitionsResponse {

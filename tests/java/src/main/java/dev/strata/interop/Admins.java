@@ -85,6 +85,7 @@ final class Admins {
         m.put("reassignments", Admins::reassignments);
         m.put("producers_and_transactions", Admins::transactions);
         m.put("fence_producers", Admins::fenceProducers);
+        m.put("log_dirs", Admins::logDirs);
         m.put("unsupported_calls", Admins::unsupported);
         return m;
     }
@@ -395,6 +396,47 @@ final class Admins {
         return Map.of();
     }
 
+    /**
+     * describeLogDirs and describeReplicaLogDirs (DescribeLogDirs): the broker's one log dir, the
+     * partition's size growing after a produce, no future replica; the facts (dir, sizes, volume
+     * bytes) are checked against the disk by test_java_admin.py.
+     */
+    static Map<String, Object> logDirs(String bootstrap) throws Exception {
+        Map<String, Object> facts = new TreeMap<>();
+        String topic = Check.unique("admin-log-dirs");
+        try (Admin a = Check.admin(bootstrap)) {
+            int node = a.describeCluster().nodes().get().iterator().next().id();
+            Check.createTopic(a, topic, 2);
+            try (KafkaProducer<String, String> prod = new KafkaProducer<>(Check.producer(bootstrap))) {
+                for (int i = 0; i < 20; i++) {
+                    prod.send(new ProducerRecord<>(topic, 0, null, "log-dirs-" + i));
+                }
+                prod.flush();
+            }
+            var dirs = a.describeLogDirs(List.of(node)).allDescriptions().get().get(node);
+            Check.eq(1, dirs.size(), "log dirs");
+            var entry = dirs.entrySet().iterator().next();
+            var d = entry.getValue();
+            Check.that(d.error() == null, "log dir error " + d.error());
+            facts.put("dir", entry.getKey());
+            facts.put("total_bytes", d.totalBytes().orElse(-1));
+            facts.put("usable_bytes", d.usableBytes().orElse(-1));
+            for (int p = 0; p < 2; p++) {
+                var info = d.replicaInfos().get(new TopicPartition(topic, p));
+                Check.that(info != null, "partition " + p + " described");
+                Check.that(!info.isFuture(), "partition " + p + " is not a future replica");
+                Check.eq(0L, info.offsetLag(), "offset lag of partition " + p);
+                facts.put("size_" + p, info.size());
+            }
+            facts.put("topic", topic);
+            var replica = new TopicPartitionReplica(topic, 0, node);
+            var rd = a.describeReplicaLogDirs(List.of(replica)).all().get().get(replica);
+            Check.eq(entry.getKey(), rd.getCurrentReplicaLogDir(), "current replica log dir");
+            Check.eq(null, rd.getFutureReplicaLogDir(), "future replica log dir");
+        }
+        return facts;
+    }
+
     /** Calls whose APIs Strata does not serve: each must fail fast with UnsupportedVersionException. */
     static Map<String, Object> unsupported(String bootstrap) throws Exception {
         Map<String, Object> facts = new TreeMap<>();
@@ -407,9 +449,6 @@ final class Admins {
             calls.put("createAcls", a.createAcls(List.of(new AclBinding(pat,
                     new AccessControlEntry("User:x", "*", AclOperation.READ, AclPermissionType.ALLOW)))).all());
             calls.put("deleteAcls", a.deleteAcls(List.of(AclBindingFilter.ANY)).all());
-            calls.put("describeLogDirs", a.describeLogDirs(List.of(node)).allDescriptions());
-            calls.put("describeReplicaLogDirs", a.describeReplicaLogDirs(
-                    List.of(new TopicPartitionReplica("t", 0, node))).all());
             calls.put("alterReplicaLogDirs", a.alterReplicaLogDirs(
                     Map.of(new TopicPartitionReplica("t", 0, node), "/tmp")).all());
             calls.put("describeClientQuotas", a.describeClientQuotas(ClientQuotaFilter.all()).entities());
