@@ -1,0 +1,115 @@
+"""Builds and runs the Kafka Streams word count of tests/java-streams (kafka-streams, the newest
+served 4.x) as separate JVM processes, so that a test can SIGKILL and restart each instance.
+
+The build is offline, like java_util.py's: scripts/test.sh's install step resolves the module's
+classpath once (`mvn dependency:copy-dependencies`); here the same goal runs with `mvn -o` into a
+tmp dir, so a missing artifact fails the build instead of being fetched at test time, and the
+source is compiled with javac against it. A module of its own keeps kafka-streams off the
+classpaths of the kafka-clients scenarios (tests/java)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from java_util import JVM_FLAGS
+
+STREAMS_DIR = Path(__file__).parent.parent / "java-streams"
+MAIN = "dev.strata.streams.WordCount"
+
+
+class StreamsApp:
+    """The compiled word count and its classpath."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = out_dir
+        self.classes = out_dir / "classes"
+        self.lib = out_dir / "lib"
+
+    def build(self) -> "StreamsApp":
+        for tool in ("mvn", "javac", "java"):
+            assert shutil.which(tool), f"{tool} not on PATH: the Kafka Streams test needs a JDK 17+ and Maven"
+        r = subprocess.run(["mvn", "-o", "-q", "-B", "-Dstyle.color=never", "dependency:copy-dependencies",
+                            f"-DoutputDirectory={self.lib}"], cwd=STREAMS_DIR, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, ("mvn -o could not copy kafka-streams' classpath; run scripts/test.sh's "
+                                   f"install step:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+        sources = sorted(str(p) for p in (STREAMS_DIR / "src" / "main" / "java").rglob("*.java"))
+        r = subprocess.run(["javac", "-Xlint:all", "--release", "17", "-d", str(self.classes), "-cp",
+                            f"{self.lib}/*", *sources], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"javac failed:\n{r.stderr[-3000:]}"
+        return self
+
+    def command(self, bootstrap: str, application_id: str, input_topic: str, output_topic: str,
+                state_dir: Path) -> list[str]:
+        """The java command line of one word count instance."""
+        cp = os.pathsep.join([str(self.classes), f"{self.lib}/*"])
+        return ["java", *JVM_FLAGS, "-cp", cp, MAIN, bootstrap, application_id, input_topic, output_topic,
+                str(state_dir)]
+
+
+class Instance:
+    """One word count process: started, SIGKILLed and started again on the same state dir
+    (exactly-once Streams then wipes its uncommitted local state and restores from the
+    changelog). stdout and stderr go to one log file, appended across restarts."""
+
+    def __init__(self, app: StreamsApp, name: str, workdir: Path, args: tuple[str, str, str, str]):
+        self.app, self.name, self.args = app, name, args
+        self.state_dir = workdir / f"{name}-state"
+        self.log = workdir / f"{name}.log"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        assert self.proc is None or self.proc.poll() is not None, f"{self.name} is running"
+        self.starts += 1
+        with open(self.log, "ab") as log:
+            log.write(f"=== start {self.starts}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(self.app.command(*self.args[:4], self.state_dir), stdout=log,
+                                         stderr=subprocess.STDOUT)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, and waits for the process to be gone."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self, timeout: float = 60) -> str | None:
+        """SIGTERM; the application's shutdown hook closes KafkaStreams (which commits or aborts
+        its open transactions and leaves the group). None if it ended closed - the JVM exits
+        128 + SIGTERM after its hooks ran, and the last state logged is NOT_RUNNING - else what
+        went wrong."""
+        if self.proc is None or self.proc.poll() is not None:
+            return f"{self.name} was not running"
+        self.proc.terminate()
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return f"{self.name} still running {timeout} s after SIGTERM"
+        last = self._states()[-1:]
+        if rc != 128 + 15 or last != ["STATE PENDING_SHUTDOWN -> NOT_RUNNING"]:
+            return f"{self.name} exited {rc} after SIGTERM, last state {last}"
+        return None
+
+    def _states(self) -> list[str]:
+        """The state changes the current (or last) process logged."""
+        current = self.log.read_text(errors="replace").rsplit("=== start ", 1)[-1]
+        return [line for line in current.splitlines() if line.startswith("STATE ")]
+
+    def running(self) -> bool:
+        """The current process is alive and its last state change is to RUNNING (it has its
+        tasks and processes them)."""
+        if not self.alive():
+            return False
+        states = self._states()
+        return bool(states) and states[-1].endswith("-> RUNNING")
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""

@@ -1,0 +1,183 @@
+"""Kafka Streams exactly-once (`processing.guarantee=exactly_once_v2`) on a 3-node cluster, through
+SIGKILLs of the application and of brokers (issue 31, the Kafka Streams part).
+
+The application is a real Kafka Streams word count (tests/java-streams): lines -> words,
+repartitioned by word through an internal topic, counted in a persistent state store backed by a
+changelog topic, every new count written to the output. Two instances run as separate JVMs in one
+application id, so their tasks move between them when one dies. While a feeder produces lines, a
+driver SIGKILLs an instance at random points (and starts it again on the same state dir), and
+SIGKILLs one broker at a time (and starts it again). Exactly-once here rests on the broker: the
+transactional producer per stream thread, TxnOffsetCommit with the group generation fencing a
+zombie (KIP-447), aborted transactions hidden from read_committed readers, producer fencing by
+transactional id epochs, and transaction markers surviving a coordinator's or a leader's death.
+
+The checker reads the output read_committed: every word's values must be exactly 1, 2, ..., n in
+order, each once, with n the word's occurrences in the (acknowledged) input - the same check as
+the Rust word count's (test_exactly_once_cluster.py). A duplicate after a kill shows as a
+repeated value, a lost update as a gap, a zombie's write as a value out of order.
+
+`STRATA_STREAMS_LINES` and `STRATA_STREAMS_KILLS` scale the run (scripts/fault-runs.sh runs a long
+one); `STRATA_STREAMS_SEED` repeats a run's choice of victims and timings.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from streams_util import Instance, StreamsApp
+from test_exactly_once_cluster import PARTS, committed_words
+from test_replication import create
+from txn_util import wait_lso_caught_up
+from util import unique_topic, wait_until
+
+WORDS = [f"w{i}" for i in range(16)]
+
+
+@pytest.fixture(scope="module")
+def streams_app(tmp_path_factory) -> StreamsApp:
+    """The word count compiled once against kafka-streams' classpath (resolved offline)."""
+    return StreamsApp(tmp_path_factory.mktemp("java-streams")).build()
+
+
+class LineFeeder:
+    """Produces `lines` lines of 1-5 random words at about `rate` lines a second (idempotent,
+    acks=all, unkeyed), in a thread; counts the words of every acknowledged line. Paced rather
+    than as fast as possible, so the kills land while input is still arriving."""
+
+    def __init__(self, bootstrap: str, topic: str, lines: int, rate: float, rng: random.Random):
+        from confluent_kafka import Producer
+
+        self.p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                           "message.timeout.ms": 180_000, "log_level": 0})
+        self.topic, self.lines, self.rate = topic, lines, rate
+        self.words = [[rng.choice(WORDS) for _ in range(rng.randint(1, 5))] for _ in range(lines)]
+        self.acked: Counter[str] = Counter()
+        self.failed: list[str] = []
+        self.sent = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        start = time.monotonic()
+        for i, words in enumerate(self.words):
+            while i > (time.monotonic() - start) * self.rate:
+                self.p.poll(0.01)
+
+            def done(err, _msg, words=words):
+                if err is None:
+                    self.acked.update(words)
+                else:
+                    self.failed.append(str(err))
+
+            self.p.produce(self.topic, " ".join(words).encode(), on_delivery=done)
+            self.sent = i + 1
+            self.p.poll(0)
+        self.p.flush(180)
+
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    def result(self) -> Counter[str]:
+        self.thread.join()
+        assert len(self.p) == 0, f"{len(self.p)} input lines never acknowledged"
+        assert not self.failed, f"{len(self.failed)} input lines failed: {self.failed[:3]}"
+        return self.acked
+
+
+def in_sync_everywhere(c, topics: set[str]) -> bool:
+    """Every partition of `topics` (the input, the output and the application's internal
+    topics) has all nodes in its ISR: a restarted broker has caught up, so the next one may die
+    without taking a partition below min.insync.replicas."""
+    isr = c.in_sync_replicas()
+    if isr is None:
+        return False
+    mine = {k: v for k, v in isr.items() if any(k[0] == t or k[0].startswith(t) for t in topics)}
+    return bool(mine) and all(len(v) == c.size for v in mine.values())
+
+
+@pytest.mark.timeout(600)
+def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(cluster_factory, streams_app,
+                                                                              tmp_path):
+    lines = int(os.environ.get("STRATA_STREAMS_LINES", "3000"))
+    kills = int(os.environ.get("STRATA_STREAMS_KILLS", "4"))
+    seed = int(os.environ.get("STRATA_STREAMS_SEED") or random.randrange(1 << 30))
+    print(f"seed {seed} (STRATA_STREAMS_SEED={seed} repeats its choices)")
+    rng = random.Random(seed)
+
+    c = cluster_factory()
+    app_id = unique_topic("wc-app")
+    in_topic, out_topic = unique_topic("wc-in"), unique_topic("wc-out")
+    for t in (in_topic, out_topic):
+        create(c.bootstrap, t, partitions=PARTS, config={"min.insync.replicas": "2"})
+    instances = [Instance(streams_app, f"app{i}", tmp_path, (c.bootstrap, app_id, in_topic, out_topic))
+                 for i in range(2)]
+
+    def logs() -> str:
+        return "\n".join(f"--- {i.name} (started {i.starts} times), log tail ---\n{i.tail()}" for i in instances)
+
+    def check_alive() -> None:
+        """An instance that exits by itself (not killed by the driver) is a failure: Kafka
+        Streams survives a broker's death and a rebalance."""
+        for i in instances:
+            assert i.alive(), f"{i.name} exited by itself ({i.proc.returncode}) (seed {seed})\n{logs()}"
+
+    try:
+        for i in instances:
+            i.start()
+        wait_until(lambda: (check_alive(), all(i.running() for i in instances))[1], 120,
+                   "both instances RUNNING")
+        feeder = LineFeeder(c.bootstrap, in_topic, lines, rate=lines / (8.0 * kills + 10), rng=rng)
+        topics = {in_topic, out_topic, app_id}
+        # Alternate application and broker kills, each at a random point of the input.
+        for k in range(kills):
+            time.sleep(rng.uniform(1.0, 4.0))
+            check_alive()
+            if k % 2 == 0:
+                victim = rng.choice(instances)
+                print(f"kill {k}: SIGKILL {victim.name} at line {feeder.sent}")
+                victim.kill()
+                time.sleep(rng.uniform(0.5, 4.0))
+                victim.start()
+                wait_until(lambda: (check_alive(), all(i.running() for i in instances))[1], 120,
+                           f"both instances RUNNING after {victim.name}'s restart")
+            else:
+                node = rng.randrange(c.size)
+                print(f"kill {k}: SIGKILL broker {node} at line {feeder.sent}")
+                c.kill(node)
+                time.sleep(rng.uniform(0.5, 4.0))
+                check_alive()
+                c.start_node(node)
+                wait_until(lambda: in_sync_everywhere(c, topics), 120, f"broker {node} back in every ISR")
+        wait_until(feeder.done, 300, "the input acknowledged")
+        expected = feeder.result()
+        total = sum(expected.values())
+
+        def all_counted() -> bool:
+            check_alive()
+            return sum(map(len, committed_words(c.bootstrap, out_topic).values())) >= total
+
+        try:
+            wait_until(all_counted, 180, f"all {total} words counted in the output")
+        except TimeoutError as e:
+            raise AssertionError(f"{e} (seed {seed})\n{logs()}") from e
+        for i in instances:
+            problem = i.stop()
+            assert problem is None, f"{problem}\n{logs()}"
+    finally:
+        for i in instances:
+            i.kill()
+
+    wait_lso_caught_up(c.bootstrap, out_topic, PARTS, 60)
+    output = committed_words(c.bootstrap, out_topic)
+    assert set(output) == set(expected), f"words in the output that were never produced (seed {seed})"
+    for word, n in sorted(expected.items()):
+        got = output.get(word, [])
+        assert got == list(range(1, n + 1)), (
+            f"values of {word} (seed {seed}): {len(got)} values for {n} occurrences; first difference at "
+            f"{next((j for j, (a, b) in enumerate(zip(got, range(1, n + 1))) if a != b), min(len(got), n))}")
