@@ -114,9 +114,13 @@ def _dense(batches: list[Batch]) -> bool:
 
 def disagreement(a: list[Batch], b: list[Batch], upto: int) -> str | None:
     """The first batch below `upto` where two replicas differ, described; None if they agree. A
-    replica whose log ends earlier only lags: the common prefix is compared."""
-    ka = [x for x in a if x.base_offset < upto]
-    kb = [x for x in b if x.base_offset < upto]
+    replica whose log ends earlier only lags: the common prefix is compared. A replica whose log
+    starts later had its log start offset moved (DeleteRecords, as Kafka Streams does on its
+    repartition topics, or retention) and deleted its old segments on its own schedule: only
+    the offsets both still hold are compared."""
+    start = max(a[0].base_offset if a else 0, b[0].base_offset if b else 0)
+    ka = [x for x in a if start <= x.base_offset < upto]
+    kb = [x for x in b if start <= x.base_offset < upto]
     for x, y in zip(ka, kb):
         if x.key() != y.key():
             return (f"first difference at offset {min(x.base_offset, y.base_offset)}: "

@@ -77,3 +77,14 @@ def test_compacted_replicas_are_not_compared(tmp_path):
     compacted = [batch(0, [b"a", b"b"], base_sequence=0), batch(3, [b"d", b"e"], base_sequence=3)]
     dirs = {0: write_node(tmp_path, 0, three_batches(), hw=5), 1: write_node(tmp_path, 1, compacted)}
     assert ra.audit(dirs, {("t", 0): {0, 1}}) == []
+
+
+def test_a_replica_whose_old_segments_were_deleted_is_compared_where_both_hold_offsets(tmp_path):
+    """Each replica deletes the segments below a moved log start offset (DeleteRecords,
+    retention) on its own schedule; that is no disagreement, but a difference after it is."""
+    dirs = {0: write_node(tmp_path, 0, three_batches()[1:], hw=5), 1: write_node(tmp_path, 1, three_batches())}
+    assert ra.audit(dirs, {("t", 0): {0, 1}}) == []
+    dirs2 = {0: write_node(tmp_path / "b", 0, three_batches()[1:], hw=5),
+             1: write_node(tmp_path / "b", 1, three_batches(1))}
+    problems = ra.audit(dirs2, {("t", 0): {0, 1}})
+    assert len(problems) == 1 and "first difference at offset 3" in problems[0], problems
