@@ -83,8 +83,8 @@ class Instance:
     def stop(self, timeout: float = 60) -> str | None:
         """SIGTERM; the application's shutdown hook closes KafkaStreams (which commits or aborts
         its open transactions and leaves the group). None if it ended closed - the JVM exits
-        128 + SIGTERM after its hooks ran, and the last state logged is NOT_RUNNING - else what
-        went wrong."""
+        128 + SIGTERM after its hooks ran, and the hook logged that close() finished in
+        NOT_RUNNING - else what went wrong."""
         if self.proc is None or self.proc.poll() is not None:
             return f"{self.name} was not running"
         self.proc.terminate()
@@ -93,9 +93,10 @@ class Instance:
         except subprocess.TimeoutExpired:
             self.kill()
             return f"{self.name} still running {timeout} s after SIGTERM"
-        last = self._states()[-1:]
-        if rc != 128 + 15 or last != ["STATE PENDING_SHUTDOWN -> NOT_RUNNING"]:
-            return f"{self.name} exited {rc} after SIGTERM, last state {last}"
+        current = self.log.read_text(errors="replace").rsplit("=== start ", 1)[-1]
+        closed = [line for line in current.splitlines() if line.startswith("CLOSED ")]
+        if rc != 128 + 15 or closed != ["CLOSED true NOT_RUNNING"]:
+            return f"{self.name} exited {rc} after SIGTERM: {closed or 'no CLOSED line'}, states {self._states()[-3:]}"
         return None
 
     def _states(self) -> list[str]:

@@ -1,5 +1,6 @@
 package dev.strata.streams;
 
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Properties;
@@ -94,7 +95,13 @@ public final class WordCount {
             e.printStackTrace();
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
         });
-        Runtime.getRuntime().addShutdownHook(new Thread(streams::close));
+        // On SIGTERM: close (commit or abort the open transactions, leave the group) and say
+        // whether that finished in time, for the test's clean-stop check.
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            boolean closed = streams.close(Duration.ofSeconds(40));
+            System.out.println("CLOSED " + closed + " " + streams.state());
+            System.out.flush();
+        }));
         streams.start();
         failed.await();
         System.err.println("the application reached ERROR; exiting");
