@@ -14,6 +14,9 @@
 #   HARSH_SECONDS  its duration per seed                                     (default 120)
 # Env: STRATA_HARSH_RATE records/s per idempotent producer (default 2000); STRATA_COPIER_RECORDS,
 # STRATA_COPIER_COPIERS, STRATA_COPIER_TERM_ROUNDS, STRATA_COPIER_KILL_ROUNDS size the copier run.
+#      STRATA_STREAMS_RUNS runs of the Kafka Streams exactly-once word count (default 5), each with
+#      STRATA_STREAMS_LINES lines (default 20000) and STRATA_STREAMS_KILLS kills (default 12) of
+#      its instances and of brokers (CI: 3000 lines, 4 kills).
 # Every cluster test ends with the replica audit (tests/interop/replica_audit.py).
 # Needs what scripts/test.sh installs (.venv, kcat); builds the release broker.
 set -uo pipefail
@@ -51,5 +54,11 @@ for i in $(seq 1 "$REPEATS"); do
     echo "==> replication and coordinator failover, round $i of $REPEATS"
     .venv/bin/python -m pytest tests/interop/test_replication.py tests/interop/test_cluster_coordinators.py \
         -p no:cacheprovider -ra || FAILED=1
+done
+STREAMS_RUNS=${STRATA_STREAMS_RUNS:-5}
+for i in $(seq 1 "$STREAMS_RUNS"); do
+    echo "==> Kafka Streams exactly-once word count, run $i of $STREAMS_RUNS"
+    STRATA_STREAMS_LINES=${STRATA_STREAMS_LINES:-20000} STRATA_STREAMS_KILLS=${STRATA_STREAMS_KILLS:-12} \
+        .venv/bin/python -m pytest tests/interop/test_kafka_streams.py -p no:cacheprovider -ra || FAILED=1
 done
 [ "$FAILED" = 0 ] && echo "all fault runs passed" || { echo "FAILED: see above"; exit 1; }

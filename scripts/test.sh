@@ -17,6 +17,7 @@
 #     (/usr/local/go), which must be at least go.mod's `go` line; the tests build them offline;
 #   - the Java client (kafka-clients at each version of tests/java/kafka-versions) via Maven into
 #     ~/.m2; the tests copy the classpaths with `mvn -o` and compile with javac.
+#   - Kafka Streams (tests/java-streams, a module of its own) the same way.
 #
 # Usage: scripts/test.sh [extra pytest args, e.g. -k crash -x]
 # Env:   STRATA_SKIP_INSTALL=1  skip the install step (offline re-runs)
@@ -123,6 +124,24 @@ install_java_modules() {
     touch "$stamp"
 }
 
+# The Kafka Streams word count (tests/java-streams, tests/interop/test_kafka_streams.py): its own
+# module so kafka-streams stays off the kafka-clients classpaths above; resolved into ~/.m2 once
+# (stamped by the pom's hash), then copied with `mvn -o` by the test, offline.
+STREAMS_DIR="tests/java-streams"
+install_java_streams() {
+    local want stamp out
+    want=$(hash_of "$STREAMS_DIR/pom.xml")
+    stamp="$(getent passwd "$(id -u)" | cut -d: -f6)/.m2/repository/.strata-java-streams-$want"
+    [ -f "$stamp" ] && return 0
+    out=$(mktemp -d) || return 1
+    log "resolving kafka-streams for $STREAMS_DIR (mvn)"
+    (cd "$STREAMS_DIR" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -DoutputDirectory="$out/online" &&
+        mvn -o -q -B -Dstyle.color=never dependency:copy-dependencies -DoutputDirectory="$out/offline") ||
+        { rm -rf "$out"; return 1; }
+    rm -rf "$out"
+    touch "$stamp"
+}
+
 install_deps() {
     if ! command -v kcat >/dev/null 2>&1; then
         log "installing kcat (apt)"
@@ -168,6 +187,7 @@ install_deps() {
     fi
     scripts/kafka.sh install || return 1
     install_java_modules || return 1
+    install_java_streams || return 1
 
     local js="tests/interop/js" jstamp="tests/interop/js/node_modules/.strata-lock"
     local jwant; jwant=$(hash_of "$js/package-lock.json")
