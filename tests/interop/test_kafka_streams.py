@@ -134,26 +134,40 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
                    "both instances RUNNING")
         feeder = LineFeeder(c.bootstrap, in_topic, lines, rate=lines / (8.0 * kills + 10), rng=rng)
         topics = {in_topic, out_topic, app_id}
-        # Alternate application and broker kills, each at a random point of the input.
+        def restart_app(k: int) -> None:
+            """SIGKILL an instance, let it stay dead a while (its tasks move to the other after
+            the session timeout, or come back to it), start it again on its state dir."""
+            victim = rng.choice(instances)
+            print(f"kill {k}: SIGKILL {victim.name} at line {feeder.sent}")
+            victim.kill()
+            time.sleep(rng.uniform(0.5, 4.0))
+            victim.start()
+            wait_until(lambda: (check_alive(), all(i.running() for i in instances))[1], 120,
+                       f"both instances RUNNING after {victim.name}'s restart")
+
+        def restart_broker(k: int) -> None:
+            """SIGKILL one broker (a partition leader, maybe a transaction or group
+            coordinator); sometimes an instance dies too while it is down; then restart it and
+            wait until it is back in every ISR, so the next kill leaves two in sync."""
+            node = rng.randrange(c.size)
+            print(f"kill {k}: SIGKILL broker {node} at line {feeder.sent}")
+            c.kill(node)
+            time.sleep(rng.uniform(0.5, 4.0))
+            check_alive()
+            if rng.random() < 0.3:
+                restart_app(k)
+            c.start_node(node)
+            wait_until(lambda: in_sync_everywhere(c, topics), 120, f"broker {node} back in every ISR")
+
+        # Application and broker kills at random points of the input: the first two one of each,
+        # then either.
         for k in range(kills):
             time.sleep(rng.uniform(1.0, 4.0))
             check_alive()
-            if k % 2 == 0:
-                victim = rng.choice(instances)
-                print(f"kill {k}: SIGKILL {victim.name} at line {feeder.sent}")
-                victim.kill()
-                time.sleep(rng.uniform(0.5, 4.0))
-                victim.start()
-                wait_until(lambda: (check_alive(), all(i.running() for i in instances))[1], 120,
-                           f"both instances RUNNING after {victim.name}'s restart")
+            if k == 0 or (k > 1 and rng.random() < 0.5):
+                restart_app(k)
             else:
-                node = rng.randrange(c.size)
-                print(f"kill {k}: SIGKILL broker {node} at line {feeder.sent}")
-                c.kill(node)
-                time.sleep(rng.uniform(0.5, 4.0))
-                check_alive()
-                c.start_node(node)
-                wait_until(lambda: in_sync_everywhere(c, topics), 120, f"broker {node} back in every ISR")
+                restart_broker(k)
         wait_until(feeder.done, 300, "the input acknowledged")
         expected = feeder.result()
         total = sum(expected.values())
