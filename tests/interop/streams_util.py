@@ -44,9 +44,12 @@ class StreamsApp:
 
     def command(self, bootstrap: str, application_id: str, input_topic: str, output_topic: str,
                 state_dir: Path) -> list[str]:
-        """The java command line of one word count instance."""
+        """The java command line of one word count instance. `STRATA_STREAMS_GUARANTEE` (default
+        exactly_once_v2) sets its processing.guarantee: at_least_once is the checker's negative
+        control, which is expected to fail under kills."""
         cp = os.pathsep.join([str(self.classes), f"{self.lib}/*"])
-        return ["java", *JVM_FLAGS, "-cp", cp, MAIN, bootstrap, application_id, input_topic, output_topic,
+        guarantee = os.environ.get("STRATA_STREAMS_GUARANTEE", "exactly_once_v2")
+        return ["java", *JVM_FLAGS, f"-Dstrata.guarantee={guarantee}", "-cp", cp, MAIN, bootstrap, application_id, input_topic, output_topic,
                 str(state_dir)]
 
 

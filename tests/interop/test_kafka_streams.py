@@ -90,6 +90,17 @@ class LineFeeder:
         return self.acked
 
 
+def earliest_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """ListOffsets earliest: each partition's log start offset."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    fs = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.earliest() for p in range(partitions)},
+                            request_timeout=30)
+    return {tp.partition: f.result(30).offset for tp, f in fs.items()}
+
+
 def in_sync_everywhere(c, topics: set[str]) -> bool:
     """Every partition of `topics` (the input, the output and the application's internal
     topics) has all nodes in its ISR: a restarted broker has caught up, so the next one may die
@@ -187,6 +198,9 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
         for i in instances:
             i.kill()
 
+    # Streams purged what it had consumed from its repartition topic (DeleteRecords every second).
+    purged = earliest_offsets(c.bootstrap, f"{app_id}-words-repartition", PARTS)
+    assert all(o > 0 for o in purged.values()), f"the repartition topic was not purged: log start offsets {purged}"
     wait_lso_caught_up(c.bootstrap, out_topic, PARTS, 60)
     output = committed_words(c.bootstrap, out_topic)
     assert set(output) == set(expected), f"words in the output that were never produced (seed {seed})"
