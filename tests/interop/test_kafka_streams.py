@@ -16,6 +16,9 @@ order, each once, with n the word's occurrences in the (acknowledged) input - th
 the Rust word count's (test_exactly_once_cluster.py). A duplicate after a kill shows as a
 repeated value, a lost update as a gap, a zombie's write as a value out of order.
 
+`STRATA_STREAMS_GUARANTEE=at_least_once` runs the same application without transactions, the
+checker's negative control: under a few instance kills it fails with repeated counts.
+
 `STRATA_STREAMS_LINES` and `STRATA_STREAMS_KILLS` scale the run (scripts/fault-runs.sh runs a long
 one); `STRATA_STREAMS_SEED` repeats a run's choice of victims and timings.
 """
