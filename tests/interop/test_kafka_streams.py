@@ -148,6 +148,9 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
                    "both instances RUNNING")
         feeder = LineFeeder(c.bootstrap, in_topic, lines, rate=lines / (8.0 * kills + 10), rng=rng)
         topics = {in_topic, out_topic, app_id}
+
+        # The waits between kills are random on purpose (where in the input each kill lands);
+        # every recovery is awaited on a condition.
         def restart_app(k: int) -> None:
             """SIGKILL an instance, let it stay dead a while (its tasks move to the other after
             the session timeout, or come back to it), start it again on its state dir."""
