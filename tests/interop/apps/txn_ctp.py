@@ -60,7 +60,7 @@ def on_term(*_):
 
 
 def run_confluent() -> None:
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
     def retrying(call, attempts: int = 10) -> None:
         """Repeats a transactional call that failed retriably (a coordinator connection lost
@@ -112,10 +112,14 @@ def run_confluent() -> None:
 
     p = new_producer()
     out("start")
-    # librdkafka reports a fatal consumer error through error_cb, not as a consumed message.
+    # A fatal consumer error comes as a consumed error message (or to error_cb) whose code is
+    # _FATAL; its fatal() is False (the flag marks the underlying error instead).
     CONSUMER_FATAL: list = []
+
+    def is_fatal(e) -> bool:
+        return e.fatal() or e.code() == KafkaError._FATAL
     c = Consumer({"bootstrap.servers": CONF["bootstrap"], "group.id": CONF["group"],
-                  "error_cb": lambda e: CONSUMER_FATAL.append(e) if e.fatal() else None,
+                  "error_cb": lambda e: CONSUMER_FATAL.append(e) if is_fatal(e) else None,
                   "group.instance.id": CONF["instance_id"], "session.timeout.ms": CONF["session_timeout_ms"],
                   "isolation.level": "read_committed", "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100, "log_level": 3,
@@ -126,7 +130,7 @@ def run_confluent() -> None:
     while not STOP:
         got = c.consume(CONF["max_records"], timeout=0.2)
         msgs = [m for m in got if not m.error()]
-        fatal = CONSUMER_FATAL + [m.error() for m in got if m.error() and m.error().fatal()]
+        fatal = CONSUMER_FATAL + [m.error() for m in got if m.error() and is_fatal(m.error())]
         if fatal:
             # The consumer is unusable (a static member fenced: FENCED_INSTANCE_ID after its
             # coordinator failed over, as against Kafka): end, so a supervisor starts it again.
