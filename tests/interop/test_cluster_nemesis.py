@@ -20,7 +20,8 @@ producer batch twice.
 CI runs a few short seeds; `scripts/fault-runs.sh` runs many longer ones
 (`STRATA_NEMESIS_SEEDS`, `STRATA_NEMESIS_SECONDS`; the harsh workload `STRATA_HARSH_SEEDS`,
 `STRATA_HARSH_SECONDS`, `STRATA_HARSH_RATE`, and `STRATA_HARSH_CLIENT_DEBUG=1` to keep the idempotent
-producers' librdkafka eos/msg log in the test's directory).
+producers' librdkafka eos/msg log in the test's directory, `STRATA_HARSH_CTP_DEBUG=cgrp` for the
+copy loops' consumers, logged to their stderr).
 """
 
 from __future__ import annotations
@@ -151,7 +152,9 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, tmp_path, 
     create(c.bootstrap, out_topic, partitions=HARSH_PARTS, config={"min.insync.replicas": "2"})
     ctp_conf = {"lib": "confluent", "bootstrap": c.bootstrap, "in_topic": topic, "out_topic": out_topic,
                 "group": unique_topic("harsh-ctp"), "session_timeout_ms": 6000, "max_records": 200,
-                "abort_ratio": 0.3, "max_aborts": 20}
+                "abort_ratio": 0.3, "max_aborts": 20,
+                **({"consumer_debug": os.environ["STRATA_HARSH_CTP_DEBUG"]}
+                   if os.environ.get("STRATA_HARSH_CTP_DEBUG") else {})}
     ctps: dict[int, list[App]] = {}
 
     def start_ctp(i: int) -> None:
