@@ -2,6 +2,7 @@
 
 use crate::controller::raft::ServeError;
 use crate::handlers::LogDirError;
+use crate::replica::{AppendError, WaitError};
 use strata_protocol::ErrorCode;
 use strata_storage::StorageError;
 
@@ -36,6 +37,23 @@ pub fn storage_error_code(e: &StorageError) -> ErrorCode {
         StorageError::TransactionCoordinatorFenced { .. } => ErrorCode::TransactionCoordinatorFenced,
         // A leader append with an epoch older than the log's: this broker was deposed.
         StorageError::StaleLeaderEpoch { .. } => ErrorCode::NotLeaderOrFollower,
+    }
+}
+
+/// The error code of a leader append that was refused: a deposed leader's, or its log's.
+pub fn append_error_code(e: &AppendError) -> ErrorCode {
+    match e {
+        AppendError::NotLeader => ErrorCode::NotLeaderOrFollower,
+        AppendError::Storage(e) => storage_error_code(e),
+    }
+}
+
+/// The error code of an append that was not replicated: leadership moved before the high
+/// watermark passed it, or the request's timeout passed first.
+pub fn wait_error_code(e: WaitError) -> ErrorCode {
+    match e {
+        WaitError::NotLeader => ErrorCode::NotLeaderOrFollower,
+        WaitError::Timeout => ErrorCode::RequestTimedOut,
     }
 }
 

@@ -5,7 +5,7 @@
 //! start when a coordinator takes it over.
 
 use crate::broker::Broker;
-use crate::replica::{AppendError, Partition, WaitError};
+use crate::replica::{Partition, WaitError};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -141,10 +141,9 @@ pub fn append(
     }
     let batch = builder.build().map_err(|_| ErrorCode::UnknownServerError)?;
     let leader_epoch = p.leader_epoch();
-    let info = p.append_as_leader(batch, AppendOrigin::Coordinator, now_ms).map_err(|e| match e {
-        AppendError::NotLeader => ErrorCode::NotLeaderOrFollower,
-        AppendError::Storage(e) => crate::errors::storage_error_code(&e),
-    })?;
+    let info = p
+        .append_as_leader(batch, AppendOrigin::Coordinator, now_ms)
+        .map_err(|e| crate::errors::append_error_code(&e))?;
     Ok(Appended { partition: p, last_offset: info.last_offset, leader_epoch })
 }
 

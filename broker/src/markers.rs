@@ -8,7 +8,7 @@
 use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::internal_topics::CONSUMER_OFFSETS;
-use crate::replica::{AppendError, WaitError};
+use crate::replica::AppendError;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::records::{EndTxnMarker, EndTxnMarkerBatch};
@@ -64,10 +64,11 @@ pub async fn write_replicated(
     };
     let info = match p.append_as_leader(bytes, AppendOrigin::Coordinator, now_ms()) {
         Ok(info) => info,
-        Err(AppendError::NotLeader) => return ErrorCode::NotLeaderOrFollower,
-        Err(AppendError::Storage(e)) => {
-            tracing::warn!(topic, partition, error = %e, "transaction marker refused");
-            return crate::errors::storage_error_code(&e);
+        Err(e) => {
+            if let AppendError::Storage(e) = &e {
+                tracing::warn!(topic, partition, error = %e, "transaction marker refused");
+            }
+            return crate::errors::append_error_code(&e);
         }
     };
     let deadline = tokio::time::Instant::now() + timeout;
@@ -78,7 +79,6 @@ pub async fn write_replicated(
             }
             ErrorCode::None
         }
-        Err(WaitError::NotLeader) => ErrorCode::NotLeaderOrFollower,
-        Err(WaitError::Timeout) => ErrorCode::RequestTimedOut,
+        Err(e) => crate::errors::wait_error_code(e),
     }
 }

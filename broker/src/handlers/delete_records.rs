@@ -53,11 +53,12 @@ pub async fn handle(broker: &Broker, request: DeleteRecordsRequest) -> DeleteRec
         let r = &mut topics[t].partitions[i];
         match p.wait_for_low_watermark(target, epoch, deadline, alive).await {
             Ok(low) => r.low_watermark = low,
-            Err((WaitError::Timeout, low)) => {
-                r.error_code = ErrorCode::RequestTimedOut.code();
-                r.low_watermark = low;
+            Err((e, low)) => {
+                r.error_code = crate::errors::wait_error_code(e).code();
+                if e == WaitError::Timeout {
+                    r.low_watermark = low;
+                }
             }
-            Err((WaitError::NotLeader, _)) => r.error_code = ErrorCode::NotLeaderOrFollower.code(),
         }
     }
     DeleteRecordsResponse { topics, ..Default::default() }

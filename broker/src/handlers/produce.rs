@@ -19,7 +19,7 @@
 use super::leader_discovery::{current_leader, names_leader, node_endpoints};
 use crate::broker::Broker;
 use crate::clock::now_ms;
-use crate::errors::storage_error_code;
+use crate::errors::append_error_code;
 use crate::metadata::MetadataImage;
 use crate::txn::{verification_error_for_client, TopicPartition};
 use std::collections::HashMap;
@@ -249,14 +249,13 @@ impl Delayed {
         use crate::replica::WaitError;
         match self.partition.wait_for_high_watermark(self.last_offset, self.leader_epoch, deadline).await {
             Ok(()) => check_isr_after(&self.partition, self.min_isr),
-            Err(WaitError::NotLeader) => Err((
-                ErrorCode::NotLeaderOrFollower,
-                "leadership moved before the batch was replicated".into(),
-            )),
-            Err(WaitError::Timeout) => Err((
-                ErrorCode::RequestTimedOut,
-                "the batch was not replicated to the ISR within the timeout".into(),
-            )),
+            Err(e) => {
+                let why = match e {
+                    WaitError::NotLeader => "leadership moved before the batch was replicated",
+                    WaitError::Timeout => "the batch was not replicated to the ISR within the timeout",
+                };
+                Err((crate::errors::wait_error_code(e), why.into()))
+            }
         }
     }
 }
@@ -425,10 +424,10 @@ fn append_to(
                 wait,
             })
         }
-        Err(crate::replica::AppendError::NotLeader) => Err((ErrorCode::NotLeaderOrFollower, None)),
-        Err(crate::replica::AppendError::Storage(e)) => {
+        Err(e @ crate::replica::AppendError::NotLeader) => Err((append_error_code(&e), None)),
+        Err(e @ crate::replica::AppendError::Storage(_)) => {
             tracing::debug!(topic, partition = index, error = %e, "append refused");
-            Err((storage_error_code(&e), Some(e.to_string())))
+            Err((append_error_code(&e), Some(e.to_string())))
         }
     }
 }
