@@ -6,18 +6,19 @@ whatever the producer sent (the segment files are read to check), and `producer`
 producer's; IncrementalAlterConfigs on a BROKER resource (`""` for the cluster default, a node
 id for one broker) changes the broker-level defaults at run time, DescribeConfigs shows them
 with their source (DYNAMIC_DEFAULT_BROKER_CONFIG / DYNAMIC_BROKER_CONFIG) on the broker and on
-the topics that inherit them, a static key is refused with INVALID_REQUEST (42) and a bad value
-with INVALID_CONFIG (40), and the changes survive a SIGKILL and restart. Every record produced
+the topics that inherit them, a static key and a bad value are refused with INVALID_REQUEST (42)
+(Kafka's "Invalid config value for resource"), and the changes survive a SIGKILL and restart. Every record produced
 reads back intact with librdkafka and kafka-python.
 
 `max.connections.per.ip.overrides` and `max.connections` change at run time (one broker's
 value, the cluster default): a connection past the new per-address limit is closed, one past
-`max.connections` waits in the backlog until the limit is lifted, connections already open stay
+`max.connections` waits in the backlog until the limit is lifted (a limit that is not positive is
+refused at run time, as Kafka's listeners refuse it), connections already open stay
 served, and DescribeConfigs shows each with its source beside the static ones. A security key
 (`ssl.*`, a listener's SASL JAAS config, `super.users`, `authorizer.class.name`) is refused at run
 time with INVALID_CONFIG (40), through IncrementalAlterConfigs and AlterConfigs, and not stored.
 `max.connection.creation.rate` paces new connections (from server.properties, then one broker's
-dynamic value) and refuses a negative rate with INVALID_CONFIG. A listener's own
+dynamic value) and refuses a negative rate with INVALID_REQUEST. A listener's own
 `listener.name.plaintext.max.connections` and `.max.connection.creation.rate` change at run time
 too: a connection past the listener's new limit waits until it is raised, the listener's rate
 paces its new connections, and DescribeConfigs shows them as dynamic broker configs.
@@ -74,8 +75,6 @@ def broker_configs(a: AdminClient, name: str):
     return a.describe_configs([res])[res].result(timeout=30)
 
 
-@pytest.mark.kafka_xfail("Kafka 4.4 answers an invalid cluster-default compression.type ('brotli') through "
-                         "IncrementalAlterConfigs with INVALID_REQUEST (42); Strata answers INVALID_CONFIG (40)")
 def test_topic_compression_type_recompresses_and_dynamic_broker_defaults_apply(broker_factory):
     b = broker_factory({})
     a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
@@ -118,14 +117,14 @@ def test_topic_compression_type_recompresses_and_dynamic_broker_defaults_apply(b
 
     # Static keys and bad values are refused and change nothing.
     assert set_broker(a, "0", "log.dirs", "/elsewhere") == wire.INVALID_REQUEST
-    assert set_broker(a, "", "compression.type", "brotli", b.port) == wire.INVALID_CONFIG
+    assert set_broker(a, "", "compression.type", "brotli", b.port) == wire.INVALID_REQUEST
     with wire.Conn(b.port) as conn:
         code, _ = wire.incremental_alter_configs_v0(conn, 4, "not-a-node", [("compression.type", 0, "gzip")])
     assert code == wire.INVALID_REQUEST
     assert broker_configs(a, "0")["compression.type"].value == "lz4"
     # KIP-390 levels are dynamic too, within Kafka's ranges.
     assert set_broker(a, "0", "compression.zstd.level", "19") == 0
-    assert set_broker(a, "0", "compression.zstd.level", "23") == wire.INVALID_CONFIG
+    assert set_broker(a, "0", "compression.zstd.level", "23") == wire.INVALID_REQUEST
     wait_until(lambda: topic_configs(a, plain)["compression.zstd.level"].value == "19", 20, "zstd level 19")
 
     # Dynamic configs live in the metadata log: they survive a SIGKILL.
@@ -177,8 +176,10 @@ def test_a_security_key_is_refused_at_run_time_and_never_stored(broker_factory):
     wait_until(lambda: broker_configs(a, "0")["log.retention.ms"].value == "3600000", 20, "retention set")
 
 
-@pytest.mark.kafka_xfail("Kafka 4.4 answers INVALID_REQUEST (42) for an invalid value of a dynamic broker "
-                         "config (max.connections=-1); Strata answers INVALID_CONFIG (40)")
+@pytest.mark.kafka_xfail("with max.connections=1 a combined Kafka 4.4 node's broker cannot open its connection "
+                         "to its own controller listener (counted in the limit), is fenced when its session "
+                         "times out, and the test's open connection breaks; Strata leaves the controller "
+                         "listener out of max.connections")
 def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(broker_factory):
     b = broker_factory({"max.connections.per.ip": "50"})
     a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 4})
@@ -212,17 +213,23 @@ def test_connection_limits_change_at_run_time_for_the_connections_accepted_next(
     for c in held:
         wire.api_versions(c)
 
-    # Bad values are refused with INVALID_CONFIG and change nothing.
-    assert set_broker(a, "0", "max.connections", "-1") == 40
-    assert set_broker(a, "", "max.connections.per.ip.overrides", "127.0.0.2", port=b.port) == 40
+    # Bad values are refused with INVALID_REQUEST, as Kafka's broker refuses them, and change nothing.
+    assert set_broker(a, "0", "max.connections", "-1") == wire.INVALID_REQUEST
+    assert set_broker(a, "", "max.connections.per.ip.overrides", "127.0.0.2", port=b.port) == wire.INVALID_REQUEST
     assert broker_configs(a, "0")["max.connections"].source == ConfigSource.DEFAULT_CONFIG.value
 
-    # The cluster default max.connections=0: a new connection waits in the backlog, unserved,
-    # while the open ones are still served; lifting it lets the waiting one in.
+    # Kafka's listeners refuse a limit that is not positive at run time (server.properties may
+    # say 0), as they refuse a creation rate that is not.
     code, message = wire.incremental_alter_configs_v0(control, 4, "", [("max.connections", 0, "0")])
+    assert code == wire.INVALID_REQUEST and "max.connections" in message, (code, message)
+    # The cluster default max.connections=1, with more open: a new connection waits in the
+    # backlog, unserved, while the open ones are still served; lifting it lets the waiting one in.
+    code, message = wire.incremental_alter_configs_v0(control, 4, "", [("max.connections", 0, "1")])
     assert code == 0, message
-    # Described through the admin client's connection, open before the limit.
-    wait_until(lambda: broker_configs(a, "0")["max.connections"].value == "0", 20, "max.connections=0 applied")
+    # Described over a connection open before the limit (librdkafka's admin client may open a
+    # new one, which now waits).
+    wait_until(lambda: wire.describe_configs_v1(control, 4, "0", ["max.connections"])["max.connections"] == "1",
+               20, "max.connections=1 applied")
     waiting = wire.Conn(b.port, source="127.0.0.3")
     waiting.send_request(18, 0, b"")
     assert not waiting.closed_by_peer(2), "a connection past max.connections waits, unanswered"
@@ -260,7 +267,7 @@ def test_max_connection_creation_rate_paces_new_connections_and_changes_at_run_t
     served_connections(1)  # the bucket may still hold one
     assert served_connections(3) >= 2.0
     code, message = wire.incremental_alter_configs_v0(control, 4, "", [("max.connection.creation.rate", 0, "-1")])
-    assert code == 40, message
+    assert code == wire.INVALID_REQUEST and "Invalid config value for resource" in message, (code, message)
     # Back to the file's 4 a second; the open connection was served all along.
     code, message = wire.incremental_alter_configs_v0(control, 4, "0", [("max.connection.creation.rate", 1, None)])
     assert code == 0, message
@@ -305,7 +312,7 @@ def test_a_listeners_own_connection_limit_and_rate_change_at_run_time(broker_fac
 
     # Bad values and keys no listener has are refused and change nothing.
     code, _ = wire.incremental_alter_configs_v0(control, 4, "0", [(own, 0, "-1")])
-    assert code == 40
+    assert code == wire.INVALID_REQUEST
     code, _ = wire.incremental_alter_configs_v0(control, 4, "0", [("listener.name.plaintext.max.connections.per.ip", 0, "1")])
     assert code == 42
     assert broker_configs(a, "0")[own].value == "50"

@@ -406,6 +406,30 @@ def incremental_alter_configs_v0(conn: Conn, resource_type: int, name: str,
     return code, message
 
 
+def describe_configs_v1(conn: Conn, resource_type: int, name: str, keys: list[str]) -> dict[str, str | None]:
+    """DescribeConfigs v1 (Kafka 4's oldest) for one resource and `keys` over this connection (no new one, so it
+    works while a connection limit holds new connections back). Returns key -> value."""
+    body = i32(1) + i8(resource_type) + string(name) + i32(len(keys))
+    for key in keys:
+        body += string(key)
+    body += i8(0)  # include_synonyms
+    r = Reader(conn.request(32, 1, body))
+    r.i32()  # throttle_time_ms
+    assert r.i32() == 1, "one resource answered"
+    code, message = r.i16(), r.string()
+    assert code == 0, (code, message)
+    r.take(1)  # resource_type
+    r.string()  # resource_name
+    values = {}
+    for _ in range(r.i32()):
+        key, value = r.string(), r.string()
+        r.take(3)  # read_only, config_source, is_sensitive
+        for _ in range(r.i32()):  # synonyms
+            r.string(), r.string(), r.take(1)
+        values[key] = value
+    return values
+
+
 @dataclass
 class QuorumState:
     error_code: int  # top level, then the partition's if that one is 0

@@ -118,10 +118,39 @@ fn alter_broker_configs(
     edit(&mut configs)?;
     for (k, v) in &configs {
         let key = dynamic_broker_key(k)?;
-        topic::validate_key(key, v)
-            .map_err(|reason| (ErrorCode::InvalidConfig, format!("invalid config {k}={v}: {reason}")))?;
+        // Kafka's broker refuses a bad dynamic value before forwarding it, as an invalid
+        // request (its ConfigAdminManager), not INVALID_CONFIG as for a topic's config.
+        topic::validate_key(key, v).map_err(|reason| {
+            (
+                ErrorCode::InvalidRequest,
+                format!(
+                    "Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): \
+                     Invalid value {v} for configuration {k}: {reason}"
+                ),
+            )
+        })?;
+        if let Some(why) = refused_at_run_time(k, v) {
+            return Err((
+                ErrorCode::InvalidRequest,
+                format!(
+                    "Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): \
+                     Invalid dynamic configuration: {why}"
+                ),
+            ));
+        }
     }
     Ok(MetadataRecord::BrokerConfig { resource_name: name.to_string(), configs })
+}
+
+/// What Kafka's listeners refuse when reconfigured although `server.properties` may say it:
+/// a `max.connections` or `max.connection.creation.rate` (broker-wide or a listener's) that is
+/// not positive, which would shut every new client out of a running broker.
+fn refused_at_run_time(key: &str, value: &str) -> Option<String> {
+    let bare =
+        key.strip_prefix("listener.name.").and_then(|rest| rest.split_once('.')).map_or(key, |(_, k)| k);
+    let limited = matches!(bare, "max.connections" | "max.connection.creation.rate");
+    let positive = value.trim().parse::<f64>().is_ok_and(|n| n > 0.0);
+    (limited && !positive).then(|| format!("Invalid {bare} {}", value.trim()))
 }
 
 fn apply_ops(
@@ -190,6 +219,38 @@ mod tests {
     }
 
     #[test]
+    fn connection_limits_that_would_shut_clients_out_are_refused_at_run_time() {
+        let (_image, state) = cluster(&[1]);
+        let image = Arc::new(_image);
+        let cases = [
+            ("max.connections", "0", Some(ErrorCode::InvalidRequest)),
+            ("max.connections", "1", None),
+            ("max.connection.creation.rate", "0", Some(ErrorCode::InvalidRequest)),
+            ("max.connection.creation.rate", "2", None),
+            ("listener.name.plaintext.max.connections", "0", Some(ErrorCode::InvalidRequest)),
+            ("listener.name.plaintext.max.connections", "5", None),
+        ];
+        for (key, value, want) in cases {
+            let (_, outcomes) = state.incremental_alter_configs(
+                &image,
+                &[broker_resource("1", vec![op(key, 0, Some(value))])],
+                true,
+            );
+            let got = outcomes[0].as_ref().err();
+            assert_eq!(got.map(|e| e.0), want, "{key}={value}: {got:?}");
+            if let Some((_, message)) = got {
+                assert!(
+                    message.contains(&format!(
+                        "Invalid {} {value}",
+                        key.trim_start_matches("listener.name.plaintext.")
+                    )),
+                    "{message}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn dynamic_broker_configs_are_recorded_per_resource_and_checked() {
         let (mut image, state) = cluster(&[1, 2]);
         let image_arc = Arc::new(image.clone());
@@ -211,7 +272,7 @@ mod tests {
                 None,
                 None,
                 Some(ErrorCode::InvalidRequest),
-                Some(ErrorCode::InvalidConfig),
+                Some(ErrorCode::InvalidRequest),
                 Some(ErrorCode::InvalidRequest)
             ]
         );
