@@ -225,6 +225,9 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, tmp_path, 
                  for r in read_topic(c.bootstrap, out_topic, HARSH_PARTS, read_committed=True, timeout=120)]
     in_sends = [dataclasses.replace(s, topic="in") for s in sends]
     copy_report = history.check(in_sends, out_polls, txns, drained=True)
+    # Both reports beside the run's logs, so a failed seed of a long run can be studied while
+    # the others still run (pytest prints failures only at the end).
+    (workdir / "history.txt").write_text(f"input:\n{report}\n\ncopy:\n{copy_report}\n")
     copy_report.assert_ok(f"seed {seed}: the consume-transform-produce output")
     partition_of = {s.value: s.partition for s in sends if s.status == history.OK}
     moved = [p for p in out_polls if partition_of.get(p.value, p.partition) != p.partition]
