@@ -212,7 +212,13 @@ impl FetchSessionCache {
         let now = Instant::now();
         match (id, epoch) {
             (0, FINAL_EPOCH) => SessionPlan::Sessionless,
-            (0, INITIAL_EPOCH) => {
+            (_, INITIAL_EPOCH) => {
+                // A full request closes the session it names, as Kafka's FetchManager does
+                // (franz-go resets a session after a failed fetch by keeping its id with
+                // epoch 0), then opens a new one.
+                if id != 0 {
+                    self.lock().remove(&id);
+                }
                 if self.slots == 0 {
                     return SessionPlan::Sessionless;
                 }
@@ -231,7 +237,8 @@ impl FetchSessionCache {
                 sessions.insert(id, session);
                 SessionPlan::Full { id }
             }
-            (0, _) => SessionPlan::Refuse(ErrorCode::InvalidFetchSessionEpoch),
+            // An incremental request for no session: Kafka looks session 0 up and finds none.
+            (0, _) => SessionPlan::Refuse(ErrorCode::FetchSessionIdNotFound),
             (id, FINAL_EPOCH) => {
                 self.lock().remove(&id);
                 SessionPlan::Sessionless
@@ -241,7 +248,7 @@ impl FetchSessionCache {
                 let Some(session) = sessions.get_mut(&id) else {
                     return SessionPlan::Refuse(ErrorCode::FetchSessionIdNotFound);
                 };
-                if epoch == INITIAL_EPOCH || epoch != session.next_epoch {
+                if epoch != session.next_epoch {
                     return SessionPlan::Refuse(ErrorCode::InvalidFetchSessionEpoch);
                 }
                 session.next_epoch = if epoch == i32::MAX { 1 } else { epoch + 1 };
@@ -552,7 +559,7 @@ mod tests {
         ));
         assert!(matches!(
             cache.begin(V, &request(0, 3, &[]), false),
-            SessionPlan::Refuse(ErrorCode::InvalidFetchSessionEpoch)
+            SessionPlan::Refuse(ErrorCode::FetchSessionIdNotFound)
         ));
         assert!(matches!(cache.begin(V, &request(id, -1, &[]), false), SessionPlan::Sessionless), "closed");
         assert!(matches!(
@@ -560,6 +567,24 @@ mod tests {
             SessionPlan::Refuse(ErrorCode::FetchSessionIdNotFound)
         ));
         assert_eq!(cache.stats().0, 0);
+    }
+
+    #[test]
+    fn a_full_request_naming_a_session_closes_it_and_opens_a_new_one() {
+        let cache = FetchSessionCache::new(10);
+        let first = request(0, 0, &[("a", vec![fp(0, 0)])]);
+        let SessionPlan::Full { id } = cache.begin(V, &first, false) else { panic!() };
+        assert!(matches!(cache.begin(V, &request(id, 1, &[]), false), SessionPlan::Incremental { .. }));
+        // franz-go's reset after a failed fetch: the same id, epoch 0, every partition again.
+        let again = request(id, 0, &[("a", vec![fp(0, 0)]), ("b", vec![fp(1, 0)])]);
+        let SessionPlan::Full { id: new_id } = cache.begin(V, &again, false) else { panic!("refused") };
+        assert_ne!(new_id, id);
+        assert_eq!(cache.stats().0, 1, "the named session is closed, not kept beside the new one");
+        assert!(matches!(
+            cache.begin(V, &request(id, 2, &[]), false),
+            SessionPlan::Refuse(ErrorCode::FetchSessionIdNotFound)
+        ));
+        assert!(matches!(cache.begin(V, &request(new_id, 1, &[]), false), SessionPlan::Incremental { .. }));
     }
 
     #[test]
