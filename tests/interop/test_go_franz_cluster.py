@@ -78,7 +78,8 @@ class Feeder:
             self.p.produce(self.topic, f"in-{i}".encode(), key=f"k{i}".encode(), partition=i % PARTS,
                            on_delivery=done)
             if i % 20 == 19:
-                self.p.poll(20 / RATE)
+                self.p.poll(0)
+                time.sleep(20 / RATE)
 
     def finish(self) -> dict[str, int]:
         self.thread.join(COUNT / RATE + 60)
