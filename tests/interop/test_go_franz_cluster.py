@@ -111,7 +111,11 @@ def test_franz_group_transact_session_is_exactly_once_through_coordinator_sigkil
                 raise BrokerDied(f"franz_client exited ({app.returncode}):\n{log.read_text()[-6000:]}")
             return committed_so_far(out) >= at_least
 
-        util.wait_until(enough, 90, what)
+        try:
+            util.wait_until(enough, 90, what)
+        except TimeoutError as e:
+            raise AssertionError(f"{e}; franz_client committed {committed_so_far(out)} (log {log}):\n"
+                                 f"{log.read_text()[-6000:]}") from e
 
     def kill_coordinator(key: str, key_type: int) -> int:
         (node,) = util.wait_until(lambda: (coordinator_of(c.nodes[0].port, key, key_type),), 30,
