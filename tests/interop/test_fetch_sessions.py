@@ -4,6 +4,10 @@ while records keep arriving on a few partitions. Every record arrives once, and 
 metrics show the consumer's session open with every partition in it, so the fetches were
 incremental rather than full.
 
+A session reopened with its own id and epoch 0 (what franz-go sends after a failed fetch) is a
+new full session, as in Kafka's FetchManager: the old one is closed, the answer carries a new
+session id and no error.
+
 On Apache Kafka (STRATA_TARGET=kafka) the same consumption is checked, but not the session
 metrics: Kafka publishes them over JMX only (kafka.server:type=FetchSessionCache), which this
 suite does not read; the Prometheus endpoint is Strata's."""
@@ -18,6 +22,7 @@ from confluent_kafka import Producer
 
 from broker import ON_KAFKA, free_port
 import util
+import wire
 
 PARTITIONS = 64
 
@@ -71,3 +76,28 @@ def test_kafka_python_consumes_through_an_incremental_fetch_session(broker_facto
         assert sessions_seen or ON_KAFKA, "the consumer's fetches went through a session holding every partition"
     finally:
         c.close()
+
+
+def fetch_v7(conn: wire.Conn, topic: str, session_id: int, epoch: int, partitions: list[int]) -> tuple[int, int]:
+    """Fetch v7 (the first with sessions) of `partitions` from offset 0: (error_code, session_id)."""
+    topics = (wire.i32(1) + wire.string(topic) + wire.i32(len(partitions))
+              + b"".join(wire.i32(p) + wire.i64(0) + wire.i64(-1) + wire.i32(1 << 20) for p in partitions)
+              if partitions else wire.i32(0))
+    body = (wire.i32(-1) + wire.i32(10) + wire.i32(0) + wire.i32(1 << 20) + wire.i8(0)
+            + wire.i32(session_id) + wire.i32(epoch) + topics + wire.i32(0))  # no forgotten topics
+    r = wire.Reader(conn.request(1, 7, body))
+    r.i32()  # throttle_time_ms
+    return r.i16(), r.i32()
+
+
+def test_a_session_reopened_with_its_id_and_epoch_0_is_a_new_full_session(broker):
+    topic = util.unique_topic("sessions-reopen")
+    util.create_topic(broker.bootstrap, topic, partitions=1)
+    with wire.Conn(broker.port) as conn:
+        error, first = fetch_v7(conn, topic, 0, 0, [0])
+        assert (error, first != 0) == (0, True), "a new session"
+        assert fetch_v7(conn, topic, first, 1, []) == (0, first), "its first incremental fetch"
+        error, second = fetch_v7(conn, topic, first, 0, [0])
+        assert (error, second != 0) == (0, True), \
+            "epoch 0 with a session id closes that session and opens a new one (not INVALID_FETCH_SESSION_EPOCH)"
+        assert fetch_v7(conn, topic, second, 1, []) == (0, second), "the new session is in use"

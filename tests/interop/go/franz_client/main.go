@@ -1,5 +1,6 @@
 // A small twmb/franz-go program (kgo and kadm, the versions in ../go.mod) driven by
-// tests/interop/test_go_franz.py against the real strata binary. Every wait is bounded.
+// tests/interop/test_go_franz.py (and, for transact, test_go_franz_cluster.py) against the real
+// strata binary. BOOTSTRAP is host:port[,host:port...]. Every wait is bounded.
 //
 //	franz_client produce BOOTSTRAP TOPIC N PARTITIONS
 //	    kgo's default producer (idempotent, acks=all) sends N records ("fr-<i>", key "k<i>",
@@ -19,15 +20,25 @@
 //	    PARTITIONS partitions; prints one "created {json}" line;
 //	franz_client admin-describe BOOTSTRAP TOPIC GROUP
 //	    kadm ListStartOffsets, ListEndOffsets, FetchOffsets(GROUP) and DescribeGroups(GROUP);
-//	    prints one "described {json}" line.
+//	    prints one "described {json}" line;
+//	franz_client transact BOOTSTRAP IN_TOPIC OUT_TOPIC GROUP TXN_ID EXPECTED
+//	    consume-transform-produce in a kgo.GroupTransactSession (group GROUP, read_committed,
+//	    transactional id TXN_ID): the records of each poll (at most 100) are copied, key and
+//	    value, to the same partition of OUT_TOPIC in one transaction that also commits the
+//	    group's offsets; prints "committed N" or "aborted N" per transaction and "done TOTAL"
+//	    once EXPECTED records were committed (within transactDeadline); franz-go's info log
+//	    goes to stderr (each distinct line at most 20 times).
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -35,6 +46,8 @@ import (
 )
 
 const deadline = 60 * time.Second
+
+const clientID = "strata-interop-franz"
 
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", args...)
@@ -50,7 +63,7 @@ func atoi(s string) int {
 }
 
 func client(bootstrap string, opts ...kgo.Opt) *kgo.Client {
-	opts = append([]kgo.Opt{kgo.SeedBrokers(bootstrap), kgo.ClientID("strata-interop-franz")}, opts...)
+	opts = append([]kgo.Opt{kgo.SeedBrokers(strings.Split(bootstrap, ",")...), kgo.ClientID(clientID)}, opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		fail("client: %v", err)
@@ -231,9 +244,101 @@ func adminDescribe(bootstrap, topic, group string) {
 		"group": map[string]any{"state": g.State, "protocol_type": g.ProtocolType, "members": len(g.Members)}})
 }
 
+// transactDeadline bounds the whole transact run, which outlives broker restarts.
+const transactDeadline = 120 * time.Second
+
+// maxPerTransaction caps the records of one poll, so that a run is many transactions.
+const maxPerTransaction = 100
+
+// quietLog passes on each distinct line of franz-go's log at most maxRepeats times: a client
+// retrying in a tight loop logs the same line per try, and the run must neither fill the disk
+// nor push the lines that explain it out of the test's view.
+type quietLog struct {
+	mu         sync.Mutex // franz-go logs from many goroutines
+	seen       map[string]int
+	maxRepeats int
+}
+
+func (q *quietLog) Write(p []byte) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.seen[string(p)]++
+	switch n := q.seen[string(p)]; {
+	case n <= q.maxRepeats:
+		return os.Stderr.Write(p)
+	case n == q.maxRepeats+1:
+		fmt.Fprintf(os.Stderr, "(the line above is repeated; its next repeats are not logged)\n")
+	}
+	return len(p), nil
+}
+
+func transact(bootstrap, in, out, group, txnID string, expected int) {
+	// RequireStableFetchOffsets is not passed: it is deprecated and a no-op in this franz-go,
+	// whose group consumers always ask for stable offsets (KIP-447).
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
+		kgo.ClientID(clientID), kgo.TransactionalID(txnID), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.WithLogger(kgo.BasicLogger(&quietLog{seen: map[string]int{}, maxRepeats: 20}, kgo.LogLevelInfo, nil)))
+	if err != nil {
+		fail("transact session: %v", err)
+	}
+	defer sess.Close() // aborts an open transaction and leaves the group
+	ctx, cancel := context.WithTimeout(context.Background(), transactDeadline)
+	defer cancel()
+	total := 0
+	for total < expected {
+		if ctx.Err() != nil {
+			fail("committed %d of %d records in %v", total, expected, transactDeadline)
+		}
+		// A short poll, so that the deadline is checked while nothing arrives.
+		pollCtx, pollCancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := sess.PollRecords(pollCtx, maxPerTransaction)
+		pollCancel()
+		if fs.IsClientClosed() {
+			fail("client closed after %d of %d records", total, expected)
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				fmt.Fprintf(os.Stderr, "fetch %s/%d: %v\n", t, p, err)
+			}
+		})
+		n := fs.NumRecords()
+		if n == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			fail("begin: %v", err)
+		}
+		// A failed produce aborts what is still buffered; End then aborts the transaction.
+		e := kgo.AbortingFirstErrPromise(sess.Client())
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Topic: out, Partition: r.Partition, Key: r.Key, Value: r.Value}, e.Promise())
+		})
+		if err := e.Err(); err != nil {
+			fmt.Fprintf(os.Stderr, "produce in transaction: %v\n", err)
+		}
+		// End commits unless a produce failed or the group rebalanced; an abort rewinds the
+		// session to the last committed offsets, so the next polls read the records again.
+		// An error is not retryable (franz-go's documentation): the run ends.
+		committed, err := sess.End(ctx, e.Err() == nil)
+		if err != nil {
+			fail("end transaction after %d of %d records: %v", total, expected, err)
+		}
+		if committed {
+			total += n
+			fmt.Printf("committed %d\n", n)
+		} else {
+			fmt.Printf("aborted %d\n", n)
+		}
+	}
+	fmt.Printf("done %d\n", total)
+}
+
 func main() {
 	usage := "usage: franz_client produce BOOTSTRAP TOPIC N PARTITIONS | consume BOOTSTRAP TOPIC GROUP N | " +
-		"txn BOOTSTRAP TOPIC N | admin-create BOOTSTRAP TOPIC PARTITIONS | admin-describe BOOTSTRAP TOPIC GROUP"
+		"txn BOOTSTRAP TOPIC N | admin-create BOOTSTRAP TOPIC PARTITIONS | admin-describe BOOTSTRAP TOPIC GROUP | " +
+		"transact BOOTSTRAP IN_TOPIC OUT_TOPIC GROUP TXN_ID EXPECTED"
 	a := os.Args
 	switch {
 	case len(a) == 6 && a[1] == "produce":
@@ -246,6 +351,8 @@ func main() {
 		adminCreate(a[2], a[3], atoi(a[4]))
 	case len(a) == 5 && a[1] == "admin-describe":
 		adminDescribe(a[2], a[3], a[4])
+	case len(a) == 8 && a[1] == "transact":
+		transact(a[2], a[3], a[4], a[5], a[6], atoi(a[7]))
 	default:
 		fail("%s", usage)
 	}
