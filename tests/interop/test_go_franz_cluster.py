@@ -12,10 +12,10 @@ the input's end offsets (nothing lost, nothing copied twice, no transaction left
 cluster fixture's replica audit then checks what the nodes wrote.
 
 franz-go keeps its default incremental fetch sessions (KIP-227). After a failed fetch it reopens
-a session with the old session id and epoch 0; Strata refuses that with
-INVALID_FETCH_SESSION_EPOCH (Kafka opens a new session), franz-go retries at once, and it never
-fetches from that broker again: until the broker accepts it, this test fails with the program
-stuck short of EXPECTED (test_fetch_sessions.py pins the refusal alone)."""
+a session with the old session id and epoch 0, which Kafka takes as a full request closing that
+session and opening a new one. Strata used to refuse it with INVALID_FETCH_SESSION_EPOCH, and
+franz-go then retried at once and never fetched from that broker again: the program stalled
+short of EXPECTED (test_fetch_sessions.py pins the reopening alone)."""
 
 from __future__ import annotations
 
