@@ -90,7 +90,9 @@ pub struct GroupService {
     partitions: i32,
     tx: mpsc::Sender<Command>,
     /// Broker-internal notifications (transaction outcomes, deleted topics): never
-    /// dropped, so they do not share the bounded client request queue.
+    /// dropped, so they do not share the bounded client request queue. Unbounded, yet
+    /// bounded in practice: each is sent by the task's own append completions (one per
+    /// append in flight) or by a metadata change (one per image the broker applies).
     internal: mpsc::UnboundedSender<Command>,
 }
 

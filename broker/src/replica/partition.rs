@@ -454,6 +454,8 @@ impl Partition {
     }
 
     fn propose(&self, l: &mut LeaderIsr, isr: Vec<i32>) -> IsrProposal {
+        // One change in flight per partition: what keeps the ISR queue (IsrChanges) bounded.
+        debug_assert!(l.pending.is_none(), "an ISR change proposed while another is pending");
         let new_isr = isr
             .iter()
             .map(|&r| {

@@ -18,7 +18,9 @@ use tokio::sync::mpsc;
 /// AlterPartition version sent: topic ids and broker epochs (KIP-903).
 const VERSION: i16 = 3;
 
-/// Queue of ISR changes to send.
+/// Queue of ISR changes to send. Unbounded, yet never longer than the partitions this
+/// broker leads: a partition proposes again only once its pending change is answered
+/// (`LeaderIsr::pending`).
 #[derive(Debug, Clone)]
 pub struct IsrChanges {
     tx: mpsc::UnboundedSender<(Arc<Partition>, IsrProposal)>,

@@ -88,6 +88,9 @@ enum Command {
 pub struct TxnService {
     broker: Weak<Broker>,
     tx: mpsc::Sender<Command>,
+    /// The task's own completions (appends, marker writes: one per operation in flight),
+    /// leadership changes and snapshot requests, which must never be dropped: unbounded,
+    /// bounded in practice by what is in flight.
     internal: mpsc::UnboundedSender<Command>,
     /// `__consumer_offsets` partitions as the coordinator counts them, so TxnOffsetCommit
     /// verification names the partition AddOffsetsToTxn added.
