@@ -20,6 +20,23 @@ STREAMS_DIR = Path(__file__).parent.parent / "java-streams"
 MAIN = "dev.strata.streams.WordCount"
 
 
+def build_module(module_dir: Path, classes: Path, lib: Path, what: str) -> None:
+    """Copies a Maven module's classpath offline into `lib` (`mvn -o`: resolved by
+    scripts/test.sh's install step, never fetched here) and compiles its sources into `classes`
+    with javac. Shared by the JVM applications that each have a module of their own
+    (tests/java-streams, tests/java-flink)."""
+    for tool in ("mvn", "javac", "java"):
+        assert shutil.which(tool), f"{tool} not on PATH: the {what} test needs a JDK 17+ and Maven"
+    r = subprocess.run(["mvn", "-o", "-q", "-B", "-Dstyle.color=never", "dependency:copy-dependencies",
+                        f"-DoutputDirectory={lib}"], cwd=module_dir, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (f"mvn -o could not copy {what}'s classpath; run scripts/test.sh's "
+                               f"install step:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    sources = sorted(str(p) for p in (module_dir / "src" / "main" / "java").rglob("*.java"))
+    r = subprocess.run(["javac", "-Xlint:all", "--release", "17", "-d", str(classes), "-cp", f"{lib}/*", *sources],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"javac failed:\n{r.stderr[-3000:]}"
+
+
 class StreamsApp:
     """The compiled word count and its classpath."""
 
@@ -29,17 +46,7 @@ class StreamsApp:
         self.lib = out_dir / "lib"
 
     def build(self) -> "StreamsApp":
-        for tool in ("mvn", "javac", "java"):
-            assert shutil.which(tool), f"{tool} not on PATH: the Kafka Streams test needs a JDK 17+ and Maven"
-        r = subprocess.run(["mvn", "-o", "-q", "-B", "-Dstyle.color=never", "dependency:copy-dependencies",
-                            f"-DoutputDirectory={self.lib}"], cwd=STREAMS_DIR, capture_output=True, text=True,
-                           timeout=300)
-        assert r.returncode == 0, ("mvn -o could not copy kafka-streams' classpath; run scripts/test.sh's "
-                                   f"install step:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-        sources = sorted(str(p) for p in (STREAMS_DIR / "src" / "main" / "java").rglob("*.java"))
-        r = subprocess.run(["javac", "-Xlint:all", "--release", "17", "-d", str(self.classes), "-cp",
-                            f"{self.lib}/*", *sources], capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, f"javac failed:\n{r.stderr[-3000:]}"
+        build_module(STREAMS_DIR, self.classes, self.lib, "kafka-streams")
         return self
 
     def command(self, bootstrap: str, application_id: str, input_topic: str, output_topic: str,

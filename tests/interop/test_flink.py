@@ -1,0 +1,111 @@
+"""Apache Flink exactly-once on Strata through SIGKILLs of the job (issue 31, the Flink part).
+
+The application is a real Flink job (tests/java-flink, Flink 2.2.1 with flink-connector-kafka
+5.0.0-2.2) in a local mini cluster inside one JVM: a KafkaSource reading lines read_committed,
+with its offsets in Flink's checkpoints -> words keyed by word -> a running count in keyed
+ValueState -> a KafkaSink with DeliveryGuarantee.EXACTLY_ONCE, which writes each checkpoint
+interval in a Kafka transaction (transactional id `<prefix>-<subtask>-<checkpoint>`), flushes
+it at the barrier and commits it when the checkpoint completes. Checkpoints are taken every
+300 ms into a local directory and retained. While a feeder produces lines, the driver SIGKILLs
+the JVM at random points and starts it again from the newest retained checkpoint
+(`execution.state-recovery.path`). On the broker this rests on: the transactional producer's
+InitProducerId per transactional id, a prepared transaction committed after the restart by a
+producer resumed from its id and epoch (EndTxn with no InitProducerId first), the lingering
+transactions of checkpoints that never completed aborted by the restored job (InitProducerId
+bumping their epoch), and aborted records hidden from read_committed readers.
+
+The checker is Kafka Streams' (test_kafka_streams.py): the output read read_committed must hold,
+per word, exactly 1, 2, ..., n in order, each once, with n the word's count in the acknowledged
+input. A replay after a kill that escaped a transaction shows as a repeated value, a lost commit
+as a gap.
+
+`STRATA_FLINK_GUARANTEE=AT_LEAST_ONCE` runs the same job with a non-transactional sink, the
+checker's negative control: under kills it fails with repeated counts.
+`STRATA_FLINK_NAMING=POOLING` uses the sink's pooling transaction naming strategy, which finds
+lingering transactions with ListTransactions.
+
+`STRATA_FLINK_LINES` and `STRATA_FLINK_KILLS` scale the run (scripts/fault-runs.sh runs a long
+one); `STRATA_FLINK_SEED` repeats a run's choice of kill timings.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from flink_util import FlinkApp, FlinkJob, latest_checkpoint
+from test_exactly_once_cluster import PARTS, committed_words
+from test_kafka_streams import LineFeeder, check_word_counts
+from test_replication import create
+from txn_util import wait_lso_caught_up
+from util import unique_topic, wait_until
+
+
+@pytest.fixture(scope="module")
+def flink_app(tmp_path_factory) -> FlinkApp:
+    """The job compiled once against Flink's classpath (resolved offline)."""
+    return FlinkApp(tmp_path_factory.mktemp("java-flink")).build()
+
+
+@pytest.mark.timeout(600)
+def test_flink_word_count_is_exactly_once_through_job_kills(broker_factory, flink_app, tmp_path):
+    lines = int(os.environ.get("STRATA_FLINK_LINES", "1200"))
+    kills = int(os.environ.get("STRATA_FLINK_KILLS", "2"))
+    seed = int(os.environ.get("STRATA_FLINK_SEED") or random.randrange(1 << 30))
+    print(f"seed {seed} (STRATA_FLINK_SEED={seed} repeats its choices)")
+    rng = random.Random(seed)
+
+    b = broker_factory()
+    name = unique_topic("flink-wc")
+    in_topic, out_topic = f"{name}-in", f"{name}-out"
+    for t in (in_topic, out_topic):
+        create(b.bootstrap, t, partitions=PARTS, rf=1)
+    job = FlinkJob(flink_app, "job", tmp_path, (b.bootstrap, name, in_topic, out_topic))
+
+    def log() -> str:
+        return f"--- the job (started {job.starts} times), log tail ---\n{job.tail(8000)}"
+
+    def wait_running(what: str) -> None:
+        """Until the job has completed a checkpoint since its start; a job that exits by itself
+        (not killed by the driver) is a failure."""
+        def check() -> bool:
+            assert job.alive(), f"the job exited by itself ({job.proc.returncode}) (seed {seed})\n{log()}"
+            return job.running()
+        wait_until(check, 180, what)
+
+    t0 = time.monotonic()
+    try:
+        job.start()
+        wait_running("the job's first checkpoint")
+        feeder = LineFeeder(b.bootstrap, in_topic, lines, rate=lines / (8.0 * kills + 10), rng=rng)
+        for k in range(kills):
+            # Random on purpose: where in the input and in the checkpoint cycle each kill lands.
+            time.sleep(rng.uniform(1.0, 5.0))
+            newest = latest_checkpoint(job.state_dir)
+            print(f"kill {k}: SIGKILL the job at line {feeder.sent}, newest checkpoint {newest}")
+            job.kill()
+            time.sleep(rng.uniform(0.2, 2.0))
+            job.start()
+            assert job.restored_from is not None, f"restart {k} found no checkpoint\n{log()}"
+            wait_running(f"a checkpoint after restart {k}")
+        wait_until(feeder.done, 300, "the input acknowledged")
+        expected = feeder.result()
+        total = sum(expected.values())
+
+        def all_counted() -> bool:
+            assert job.alive(), f"the job exited by itself ({job.proc.returncode}) (seed {seed})\n{log()}"
+            return sum(map(len, committed_words(b.bootstrap, out_topic).values())) >= total
+
+        try:
+            wait_until(all_counted, 180, f"all {total} words counted in the output")
+        except TimeoutError as e:
+            raise AssertionError(f"{e} (seed {seed})\n{log()}") from e
+    finally:
+        job.kill()
+    print(f"{lines} lines, {total} words, {kills} kills, {job.starts} starts, {time.monotonic() - t0:.0f} s")
+
+    wait_lso_caught_up(b.bootstrap, out_topic, PARTS, 60)
+    check_word_counts(committed_words(b.bootstrap, out_topic), expected, seed)
