@@ -37,8 +37,8 @@ import time
 import pytest
 
 from flink_util import FlinkApp, FlinkJob, latest_checkpoint
-from test_exactly_once_cluster import PARTS, committed_words
-from test_kafka_streams import LineFeeder, check_word_counts
+from test_exactly_once_cluster import PARTS, committed_words, coordinator_of
+from test_kafka_streams import LineFeeder, check_word_counts, in_sync_everywhere
 from test_replication import create
 from txn_util import wait_lso_caught_up
 from util import unique_topic, wait_until
@@ -50,40 +50,54 @@ def flink_app(tmp_path_factory) -> FlinkApp:
     return FlinkApp(tmp_path_factory.mktemp("java-flink")).build()
 
 
-@pytest.mark.timeout(600)
-def test_flink_word_count_is_exactly_once_through_job_kills(broker_factory, flink_app, tmp_path):
+def run_word_count(bootstrap: str, flink_app: FlinkApp, tmp_path, kills: int, create_topic, broker_kill=None) -> None:
+    """Creates the job's topics with `create_topic(name)`, feeds lines while SIGKILLing the job `kills` times at random points
+    (and, where `broker_kill` is given, calling it instead for about half of the kills after the
+    first: it SIGKILLs and restarts a broker), waits until every word is counted, and checks the
+    committed output."""
     lines = int(os.environ.get("STRATA_FLINK_LINES", "1200"))
-    kills = int(os.environ.get("STRATA_FLINK_KILLS", "2"))
     seed = int(os.environ.get("STRATA_FLINK_SEED") or random.randrange(1 << 30))
     print(f"seed {seed} (STRATA_FLINK_SEED={seed} repeats its choices)")
     rng = random.Random(seed)
 
-    b = broker_factory()
     name = unique_topic("flink-wc")
     in_topic, out_topic = f"{name}-in", f"{name}-out"
     for t in (in_topic, out_topic):
-        create(b.bootstrap, t, partitions=PARTS, rf=1)
-    job = FlinkJob(flink_app, "job", tmp_path, (b.bootstrap, name, in_topic, out_topic))
+        create_topic(t)
+    job = FlinkJob(flink_app, "job", tmp_path, (bootstrap, name, in_topic, out_topic))
 
     def log() -> str:
         return f"--- the job (started {job.starts} times), log tail ---\n{job.tail(8000)}"
 
+    def check_alive() -> None:
+        """A job that exits by itself (not killed by the driver) is a failure: Flink restarts a
+        failed job inside the JVM from its latest checkpoint, a broker's death included."""
+        assert job.alive(), f"the job exited by itself ({job.proc.returncode}) (seed {seed})\n{log()}"
+
+    def wait_for(cond, timeout: float, what: str) -> None:
+        """wait_until(cond), ending early if the job exits (wait_until counts an exception in
+        `cond` as not yet)."""
+        wait_until(lambda: not job.alive() or cond(), timeout, what)
+        check_alive()
+
     def wait_running(what: str) -> None:
-        """Until the job has completed a checkpoint since its start; a job that exits by itself
-        (not killed by the driver) is a failure."""
-        def check() -> bool:
-            assert job.alive(), f"the job exited by itself ({job.proc.returncode}) (seed {seed})\n{log()}"
-            return job.running()
-        wait_until(check, 180, what)
+        """Until the job has completed a checkpoint since its start."""
+        wait_for(job.running, 180, what)
 
     t0 = time.monotonic()
+    broker_kills = 0
     try:
         job.start()
         wait_running("the job's first checkpoint")
-        feeder = LineFeeder(b.bootstrap, in_topic, lines, rate=lines / (8.0 * kills + 10), rng=rng)
+        feeder = LineFeeder(bootstrap, in_topic, lines, rate=lines / (8.0 * kills + 10), rng=rng)
         for k in range(kills):
             # Random on purpose: where in the input and in the checkpoint cycle each kill lands.
             time.sleep(rng.uniform(1.0, 5.0))
+            check_alive()
+            if broker_kill is not None and k > 0 and (k == 1 or rng.random() < 0.5):
+                broker_kills += 1
+                broker_kill(k, feeder, job, rng)
+                continue
             newest = latest_checkpoint(job.state_dir)
             print(f"kill {k}: SIGKILL the job at line {feeder.sent}, newest checkpoint {newest}")
             job.kill()
@@ -96,16 +110,51 @@ def test_flink_word_count_is_exactly_once_through_job_kills(broker_factory, flin
         total = sum(expected.values())
 
         def all_counted() -> bool:
-            assert job.alive(), f"the job exited by itself ({job.proc.returncode}) (seed {seed})\n{log()}"
-            return sum(map(len, committed_words(b.bootstrap, out_topic).values())) >= total
+            return sum(map(len, committed_words(bootstrap, out_topic).values())) >= total
 
         try:
-            wait_until(all_counted, 180, f"all {total} words counted in the output")
+            wait_for(all_counted, 180, f"all {total} words counted in the output")
         except TimeoutError as e:
             raise AssertionError(f"{e} (seed {seed})\n{log()}") from e
     finally:
         job.kill()
-    print(f"{lines} lines, {total} words, {kills} kills, {job.starts} starts, {time.monotonic() - t0:.0f} s")
+    print(f"{lines} lines, {total} words, {kills} kills ({broker_kills} of a broker), {job.starts} job starts, "
+          f"{time.monotonic() - t0:.0f} s")
 
-    wait_lso_caught_up(b.bootstrap, out_topic, PARTS, 60)
-    check_word_counts(committed_words(b.bootstrap, out_topic), expected, seed)
+    wait_lso_caught_up(bootstrap, out_topic, PARTS, 60)
+    check_word_counts(committed_words(bootstrap, out_topic), expected, seed)
+
+
+@pytest.mark.timeout(600)
+def test_flink_word_count_is_exactly_once_through_job_kills(broker_factory, flink_app, tmp_path):
+    b = broker_factory()
+    run_word_count(b.bootstrap, flink_app, tmp_path, int(os.environ.get("STRATA_FLINK_KILLS", "2")),
+                   lambda t: create(b.bootstrap, t, partitions=PARTS, rf=1))
+
+
+@pytest.mark.timeout(900)
+def test_flink_word_count_is_exactly_once_through_job_and_broker_kills_on_three_nodes(cluster_factory, flink_app,
+                                                                                     tmp_path):
+    """RF 3, min.insync.replicas 2: the job and single brokers are SIGKILLed in turn. The broker
+    killed is the transaction coordinator of the transaction subtask 0 has open (its id names the
+    checkpoint after the newest one), so a prepared transaction's commit after the checkpoint,
+    or the abort of a lingering one after a job kill, often goes to the coordinator's successor."""
+    c = cluster_factory()
+
+    def kill_coordinator(k: int, feeder, job, rng) -> None:
+        newest = latest_checkpoint(job.state_dir)
+        open_txn = f"{job.args[1]}-0-{int(newest.name[4:]) + 1 if newest else 1}"
+        node = coordinator_of(c.nodes[0].port, open_txn)
+        print(f"kill {k}: SIGKILL broker {node} (transaction coordinator of {open_txn}) at line {feeder.sent}")
+        c.kill(node)
+        time.sleep(rng.uniform(0.5, 4.0))
+        if rng.random() < 0.3:
+            print(f"kill {k}: and SIGKILL the job while broker {node} is down")
+            job.kill()
+            job.start()
+        c.start_node(node)
+        wait_until(lambda: in_sync_everywhere(c, {job.args[2], job.args[3]}), 120, f"broker {node} back in every ISR")
+
+    run_word_count(c.bootstrap, flink_app, tmp_path, int(os.environ.get("STRATA_FLINK_CLUSTER_KILLS", "3")),
+                   lambda t: create(c.bootstrap, t, partitions=PARTS, config={"min.insync.replicas": "2"}),
+                   kill_coordinator)

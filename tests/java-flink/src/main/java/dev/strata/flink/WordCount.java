@@ -2,8 +2,10 @@ package dev.strata.flink;
 
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.OpenContext;
@@ -14,6 +16,10 @@ import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.connector.base.DeliveryGuarantee;
+import org.apache.flink.connector.kafka.lineage.DefaultKafkaDatasetFacet;
+import org.apache.flink.connector.kafka.lineage.DefaultKafkaDatasetIdentifier;
+import org.apache.flink.connector.kafka.lineage.KafkaDatasetFacet;
+import org.apache.flink.connector.kafka.lineage.KafkaDatasetFacetProvider;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.connector.kafka.sink.TransactionNamingStrategy;
@@ -75,8 +81,13 @@ public final class WordCount {
         }
     }
 
-    /** (word, count) as a record keyed by the word (so a word's counts share a partition). */
-    static final class Serializer implements KafkaRecordSerializationSchema<Tuple2<String, Long>> {
+    /**
+     * (word, count) as a record keyed by the word (so a word's counts share a partition). It names
+     * its topic (KafkaDatasetFacetProvider): the POOLING naming strategy needs that to list the
+     * lingering transactions that wrote to it.
+     */
+    static final class Serializer implements KafkaRecordSerializationSchema<Tuple2<String, Long>>,
+            KafkaDatasetFacetProvider {
         private static final long serialVersionUID = 1L;
         private final String topic;
 
@@ -88,6 +99,11 @@ public final class WordCount {
         public ProducerRecord<byte[], byte[]> serialize(Tuple2<String, Long> e, KafkaSinkContext ctx, Long timestamp) {
             return new ProducerRecord<>(topic, e.f0.getBytes(StandardCharsets.UTF_8),
                     String.valueOf(e.f1).getBytes(StandardCharsets.UTF_8));
+        }
+
+        @Override
+        public Optional<KafkaDatasetFacet> getKafkaDatasetFacet() {
+            return Optional.of(new DefaultKafkaDatasetFacet(DefaultKafkaDatasetIdentifier.ofTopics(List.of(topic))));
         }
     }
 
