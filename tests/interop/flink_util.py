@@ -10,6 +10,7 @@ javac compiles the job against it. A module of its own keeps Flink off the other
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -47,6 +48,16 @@ def completed_checkpoints(checkpoint_dir: Path) -> list[tuple[float, int, Path]]
     return out
 
 
+def halt_file(checkpoint_dir: Path) -> Path:
+    """The file whose appearance halts the job after a checkpoint completed and before the sink
+    committed it (HaltBeforeCommit.java)."""
+    return checkpoint_dir / "halt-before-commit"
+
+
+# HaltBeforeCommit.HALT_STATUS: the job halted itself before a commit.
+HALT_STATUS = 77
+
+
 class FlinkApp:
     """The compiled job and its classpath."""
 
@@ -72,6 +83,7 @@ class FlinkApp:
         naming = os.environ.get("STRATA_FLINK_NAMING", "INCREMENTING")
         restore = latest_checkpoint(checkpoint_dir)
         return ["java", *FLINK_JVM_FLAGS, f"-Dstrata.guarantee={guarantee}", f"-Dstrata.naming={naming}",
+                f"-Dstrata.halt.file={halt_file(checkpoint_dir)}",
                 "-cp", cp, MAIN, bootstrap, input_topic, output_topic, f"{job_name}-group", job_name,
                 str(checkpoint_dir), *([str(restore)] if restore else [])]
 
@@ -92,3 +104,19 @@ class FlinkJob(Instance):
 
     def running(self) -> bool:
         return self.alive() and self.checkpoints_since_start() > 0
+
+    def current_log(self) -> str:
+        """The log of the current (or last) process."""
+        return self.log.read_text(errors="replace").rsplit("=== start ", 1)[-1]
+
+    def halt_before_commit(self, timeout: float = 60) -> list[str]:
+        """Makes the job halt right after a checkpoint completed, before the sink commits that
+        checkpoint's transactions; returns the transactional ids it left prepared."""
+        halt_file(self.state_dir).touch()
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the job did not halt before a commit in {timeout} s") from None
+        halted = [x for x in self.current_log().splitlines() if x.startswith("HALT BEFORE COMMIT ")]
+        assert rc == HALT_STATUS and halted, f"the job exited {rc}, not halted before a commit:\n{self.tail()}"
+        return halted[-1].split()[3:]

@@ -21,8 +21,6 @@ as a gap.
 
 `STRATA_FLINK_GUARANTEE=AT_LEAST_ONCE` runs the same job with a non-transactional sink, the
 checker's negative control: under kills it fails with repeated counts.
-`STRATA_FLINK_NAMING=POOLING` uses the sink's pooling transaction naming strategy, which finds
-lingering transactions with ListTransactions.
 
 `STRATA_FLINK_LINES` and `STRATA_FLINK_KILLS` scale the run (scripts/fault-runs.sh runs a long
 one); `STRATA_FLINK_SEED` repeats a run's choice of kill timings.
@@ -51,10 +49,14 @@ def flink_app(tmp_path_factory) -> FlinkApp:
 
 
 def run_word_count(bootstrap: str, flink_app: FlinkApp, tmp_path, kills: int, create_topic, broker_kill=None) -> None:
-    """Creates the job's topics with `create_topic(name)`, feeds lines while SIGKILLing the job `kills` times at random points
-    (and, where `broker_kill` is given, calling it instead for about half of the kills after the
-    first: it SIGKILLs and restarts a broker), waits until every word is counted, and checks the
-    committed output."""
+    """Creates the job's topics with `create_topic(name)`, feeds lines while crashing the job
+    `kills` times at random points, and checks the committed output once every word is counted.
+    The first crash comes right after a checkpoint completed and before the sink committed it
+    (the job halts itself, HaltBeforeCommit.java; with EXACTLY_ONCE only, the other guarantees
+    having nothing to commit), the others are SIGKILLs. Where `broker_kill` is given, it is
+    called instead for about half of the kills after the first (it SIGKILLs and restarts a
+    broker)."""
+    exactly_once = os.environ.get("STRATA_FLINK_GUARANTEE", "EXACTLY_ONCE") == "EXACTLY_ONCE"
     lines = int(os.environ.get("STRATA_FLINK_LINES", "1200"))
     seed = int(os.environ.get("STRATA_FLINK_SEED") or random.randrange(1 << 30))
     print(f"seed {seed} (STRATA_FLINK_SEED={seed} repeats its choices)")
@@ -98,13 +100,21 @@ def run_word_count(bootstrap: str, flink_app: FlinkApp, tmp_path, kills: int, cr
                 broker_kills += 1
                 broker_kill(k, feeder, job, rng)
                 continue
-            newest = latest_checkpoint(job.state_dir)
-            print(f"kill {k}: SIGKILL the job at line {feeder.sent}, newest checkpoint {newest}")
-            job.kill()
-            time.sleep(rng.uniform(0.2, 2.0))
+            if k == 0 and exactly_once:
+                # The deterministic crash: after a checkpoint completed, before its commit.
+                prepared = job.halt_before_commit()
+                print(f"kill {k}: the job halted at line {feeder.sent} before committing {prepared}")
+            else:
+                newest = latest_checkpoint(job.state_dir)
+                print(f"kill {k}: SIGKILL the job at line {feeder.sent}, newest checkpoint {newest}")
+                job.kill()
+                time.sleep(rng.uniform(0.2, 2.0))
             job.start()
             assert job.restored_from is not None, f"restart {k} found no checkpoint\n{log()}"
             wait_running(f"a checkpoint after restart {k}")
+            if k == 0 and exactly_once:
+                resumed = [t for t in prepared if f"Attempting to resume transaction {t} " in job.current_log()]
+                assert resumed == prepared, f"the restored job did not resume {prepared} (only {resumed})\n{log()}"
         wait_until(feeder.done, 300, "the input acknowledged")
         expected = feeder.result()
         total = sum(expected.values())
@@ -126,7 +136,12 @@ def run_word_count(bootstrap: str, flink_app: FlinkApp, tmp_path, kills: int, cr
 
 
 @pytest.mark.timeout(600)
-def test_flink_word_count_is_exactly_once_through_job_kills(broker_factory, flink_app, tmp_path):
+@pytest.mark.parametrize("naming", ["INCREMENTING", "POOLING"])
+def test_flink_word_count_is_exactly_once_through_job_kills(broker_factory, flink_app, tmp_path, monkeypatch, naming):
+    """One node. The sink's transaction naming strategies find the lingering transactions of a
+    crashed job differently: INCREMENTING (a new transactional id per checkpoint) probes ids
+    with InitProducerId, POOLING (ids reused from a pool) lists them with ListTransactions."""
+    monkeypatch.setenv("STRATA_FLINK_NAMING", naming)
     b = broker_factory()
     run_word_count(b.bootstrap, flink_app, tmp_path, int(os.environ.get("STRATA_FLINK_KILLS", "2")),
                    lambda t: create(b.bootstrap, t, partitions=PARTS, rf=1))

@@ -56,7 +56,9 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  * <p>System properties: {@code strata.guarantee} (EXACTLY_ONCE, or AT_LEAST_ONCE for the checker's
  * negative control), {@code strata.naming} (the sink's TransactionNamingStrategy, INCREMENTING or
  * POOLING: the latter finds lingering transactions with ListTransactions),
- * {@code strata.parallelism} (2), {@code strata.checkpoint.ms} (300). The process prints
+ * {@code strata.parallelism} (2), {@code strata.checkpoint.ms} (300), {@code strata.halt.file} (unset: a
+ * file whose appearance halts the JVM after a checkpoint completed and before the sink committed
+ * it, see {@link HaltBeforeCommit}). The process prints
  * {@code JOB SUBMITTED id} once the job runs, and exits non-zero if the job fails for good.
  */
 public final class WordCount {
@@ -138,6 +140,8 @@ public final class WordCount {
         TransactionNamingStrategy naming =
                 TransactionNamingStrategy.valueOf(System.getProperty("strata.naming", "INCREMENTING"));
 
+        String haltFile = System.getProperty("strata.halt.file");
+
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(
                 Integer.parseInt(System.getProperty("strata.parallelism", "2")), config(args[5], restore));
 
@@ -177,7 +181,7 @@ public final class WordCount {
                 .process(new Count())
                 .returns(Types.TUPLE(Types.STRING, Types.LONG))
                 .name("count")
-                .sinkTo(sink)
+                .sinkTo(haltFile == null ? sink : new HaltBeforeCommit<>(sink, haltFile))
                 .name("counts");
 
         env.registerJobListener(new JobListener() {
