@@ -1,4 +1,5 @@
-"""Apache Flink exactly-once on Strata through SIGKILLs of the job (issue 31, the Flink part).
+"""Apache Flink exactly-once on Strata through crashes of the job and of brokers (issue 31, the
+Flink part).
 
 The application is a real Flink job (tests/java-flink, Flink 2.2.1 with flink-connector-kafka
 5.0.0-2.2) in a local mini cluster inside one JVM: a KafkaSource reading lines read_committed,
@@ -6,13 +7,18 @@ with its offsets in Flink's checkpoints -> words keyed by word -> a running coun
 ValueState -> a KafkaSink with DeliveryGuarantee.EXACTLY_ONCE, which writes each checkpoint
 interval in a Kafka transaction (transactional id `<prefix>-<subtask>-<checkpoint>`), flushes
 it at the barrier and commits it when the checkpoint completes. Checkpoints are taken every
-300 ms into a local directory and retained. While a feeder produces lines, the driver SIGKILLs
-the JVM at random points and starts it again from the newest retained checkpoint
-(`execution.state-recovery.path`). On the broker this rests on: the transactional producer's
-InitProducerId per transactional id, a prepared transaction committed after the restart by a
-producer resumed from its id and epoch (EndTxn with no InitProducerId first), the lingering
-transactions of checkpoints that never completed aborted by the restored job (InitProducerId
-bumping their epoch), and aborted records hidden from read_committed readers.
+300 ms into a local directory and retained. While a feeder produces lines, the driver crashes
+the JVM and starts it again from the newest retained checkpoint (`execution.state-recovery.path`):
+first right after a checkpoint completed and before the sink committed it (the job halts itself
+on the driver's signal, HaltBeforeCommit.java), then by SIGKILL at random points. On one node
+with both of the sink's transaction naming strategies; on three (RF 3, min.insync.replicas 2)
+with SIGKILLs of the broker coordinating the open transaction too.
+
+On the broker this rests on: InitProducerId per transactional id; a prepared transaction
+committed after the restart by a producer resumed from its id and epoch (EndTxn with no
+InitProducerId first); the lingering transactions of checkpoints that never completed, found
+by probing ids with InitProducerId (INCREMENTING) or with ListTransactions (POOLING), and
+aborted; aborted records hidden from read_committed readers.
 
 The checker is Kafka Streams' (test_kafka_streams.py): the output read read_committed must hold,
 per word, exactly 1, 2, ..., n in order, each once, with n the word's count in the acknowledged
@@ -22,8 +28,9 @@ as a gap.
 `STRATA_FLINK_GUARANTEE=AT_LEAST_ONCE` runs the same job with a non-transactional sink, the
 checker's negative control: under kills it fails with repeated counts.
 
-`STRATA_FLINK_LINES` and `STRATA_FLINK_KILLS` scale the run (scripts/fault-runs.sh runs a long
-one); `STRATA_FLINK_SEED` repeats a run's choice of kill timings.
+`STRATA_FLINK_LINES`, `STRATA_FLINK_KILLS` (one node) and `STRATA_FLINK_CLUSTER_KILLS` scale the
+run (scripts/fault-runs.sh runs a long one); `STRATA_FLINK_SEED` repeats a run's choice of kill
+timings.
 """
 
 from __future__ import annotations
