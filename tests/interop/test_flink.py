@@ -175,7 +175,10 @@ def test_flink_word_count_is_exactly_once_through_job_and_broker_kills_on_three_
             job.kill()
             job.start()
         c.start_node(node)
-        wait_until(lambda: in_sync_everywhere(c, {job.args[2], job.args[3]}), 120, f"broker {node} back in every ISR")
+        # Back in the ISR of the job's topics and of the transaction log, so that the next kill
+        # leaves two replicas in sync everywhere the sink writes.
+        wait_until(lambda: in_sync_everywhere(c, {job.args[2], job.args[3], "__transaction_state"}), 120,
+                   f"broker {node} back in every ISR")
 
     run_word_count(c.bootstrap, flink_app, tmp_path, int(os.environ.get("STRATA_FLINK_CLUSTER_KILLS", "3")),
                    lambda t: create(c.bootstrap, t, partitions=PARTS, config={"min.insync.replicas": "2"}),
