@@ -3,7 +3,7 @@ flink-connector-kafka 5.0.0-2.2) as a separate JVM - a local mini cluster, job m
 managers in one process - so that a test can SIGKILL the whole job and start it again from its
 latest retained checkpoint.
 
-The build is offline, like streams_util.py's (whose `build_module` it uses): scripts/test.sh's
+The build is offline, like streams_util.py's (whose `ModuleApp` it uses): scripts/test.sh's
 install step resolves the module's classpath once, here `mvn -o` copies it into a tmp dir and
 javac compiles the job against it. A module of its own keeps Flink off the other classpaths."""
 
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from java_util import JVM_FLAGS
-from streams_util import Instance, build_module
+from streams_util import Instance, ModuleApp
 
 FLINK_DIR = Path(__file__).parent.parent / "java-flink"
 MAIN = "dev.strata.flink.WordCount"
@@ -58,17 +58,11 @@ def halt_file(checkpoint_dir: Path) -> Path:
 HALT_STATUS = 77
 
 
-class FlinkApp:
+class FlinkApp(ModuleApp):
     """The compiled job and its classpath."""
 
-    def __init__(self, out_dir: Path):
-        self.out_dir = out_dir
-        self.classes = out_dir / "classes"
-        self.lib = out_dir / "lib"
-
-    def build(self) -> "FlinkApp":
-        build_module(FLINK_DIR, self.classes, self.lib, "Flink")
-        return self
+    MODULE_DIR = FLINK_DIR
+    WHAT = "Flink"
 
     def command(self, bootstrap: str, job_name: str, input_topic: str, output_topic: str,
                 checkpoint_dir: Path) -> list[str]:

@@ -37,17 +37,28 @@ def build_module(module_dir: Path, classes: Path, lib: Path, what: str) -> None:
     assert r.returncode == 0, f"javac failed:\n{r.stderr[-3000:]}"
 
 
-class StreamsApp:
-    """The compiled word count and its classpath."""
+class ModuleApp:
+    """A JVM application of a Maven module of its own, compiled into `out_dir` (classes/, and its
+    classpath in lib/). Subclasses name the module and say how to run it."""
+
+    MODULE_DIR: Path
+    WHAT: str
 
     def __init__(self, out_dir: Path):
         self.out_dir = out_dir
         self.classes = out_dir / "classes"
         self.lib = out_dir / "lib"
 
-    def build(self) -> "StreamsApp":
-        build_module(STREAMS_DIR, self.classes, self.lib, "kafka-streams")
+    def build(self):
+        build_module(self.MODULE_DIR, self.classes, self.lib, self.WHAT)
         return self
+
+
+class StreamsApp(ModuleApp):
+    """The compiled word count and its classpath."""
+
+    MODULE_DIR = STREAMS_DIR
+    WHAT = "kafka-streams"
 
     def command(self, bootstrap: str, application_id: str, input_topic: str, output_topic: str,
                 state_dir: Path) -> list[str]:
