@@ -21,10 +21,13 @@ FLINK_DIR = Path(__file__).parent.parent / "java-flink"
 MAIN = "dev.strata.flink.WordCount"
 # A mini cluster needs more heap than a client scenario (java_util's 256 MiB): its job manager,
 # task managers, network buffers and the job's state share the JVM.
-# The sink's INFO lines (transactions recovered and committed, lingering ones aborted) are the
-# evidence of what a restart did on the broker, kept in the job's log.
+# The sink's INFO lines (transactions recovered and committed, lingering ones aborted) and the
+# checkpoint coordinator's (each checkpoint's duration), with times, are the evidence of what a
+# restart did on the broker and how long it took, kept in the job's log.
 FLINK_JVM_FLAGS = [f for f in JVM_FLAGS if not f.startswith("-Xmx")] + [
-    "-Xmx512m", "-Dorg.slf4j.simpleLogger.log.org.apache.flink.connector.kafka.sink=info"]
+    "-Xmx512m", "-Dorg.slf4j.simpleLogger.log.org.apache.flink.connector.kafka.sink=info",
+    "-Dorg.slf4j.simpleLogger.log.org.apache.flink.runtime.checkpoint.CheckpointCoordinator=info",
+    "-Dorg.slf4j.simpleLogger.showDateTime=true", "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS"]
 
 
 def latest_checkpoint(checkpoint_dir: Path) -> Path | None:
