@@ -17,6 +17,10 @@
 #      STRATA_STREAMS_RUNS runs of the Kafka Streams exactly-once word count (default 5), each with
 #      STRATA_STREAMS_LINES lines (default 20000) and STRATA_STREAMS_KILLS kills (default 12) of
 #      its instances and of brokers (CI: 3000 lines, 4 kills).
+#      STRATA_FLINK_RUNS runs of the Flink exactly-once word count (default 5), each with
+#      STRATA_FLINK_LINES lines (default 10000), STRATA_FLINK_KILLS job crashes on one node
+#      (default 12) and STRATA_FLINK_CLUSTER_KILLS job and broker kills on three nodes (default 12)
+#      (CI: 1200 lines, 2 and 3 kills).
 # Every cluster test ends with the replica audit (tests/interop/replica_audit.py).
 # Needs what scripts/test.sh installs (.venv, kcat); builds the release broker.
 set -uo pipefail
@@ -60,5 +64,12 @@ for i in $(seq 1 "$STREAMS_RUNS"); do
     echo "==> Kafka Streams exactly-once word count, run $i of $STREAMS_RUNS"
     STRATA_STREAMS_LINES=${STRATA_STREAMS_LINES:-20000} STRATA_STREAMS_KILLS=${STRATA_STREAMS_KILLS:-12} \
         .venv/bin/python -m pytest tests/interop/test_kafka_streams.py -p no:cacheprovider -ra || FAILED=1
+done
+FLINK_RUNS=${STRATA_FLINK_RUNS:-5}
+for i in $(seq 1 "$FLINK_RUNS"); do
+    echo "==> Flink exactly-once word count, run $i of $FLINK_RUNS"
+    STRATA_FLINK_LINES=${STRATA_FLINK_LINES:-10000} STRATA_FLINK_KILLS=${STRATA_FLINK_KILLS:-12} \
+        STRATA_FLINK_CLUSTER_KILLS=${STRATA_FLINK_CLUSTER_KILLS:-12} \
+        .venv/bin/python -m pytest tests/interop/test_flink.py -p no:cacheprovider -ra || FAILED=1
 done
 [ "$FAILED" = 0 ] && echo "all fault runs passed" || { echo "FAILED: see above"; exit 1; }

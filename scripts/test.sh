@@ -17,7 +17,8 @@
 #     (/usr/local/go), which must be at least go.mod's `go` line; the tests build them offline;
 #   - the Java client (kafka-clients at each version of tests/java/kafka-versions) via Maven into
 #     ~/.m2; the tests copy the classpaths with `mvn -o` and compile with javac.
-#   - Kafka Streams (tests/java-streams, a module of its own) the same way.
+#   - Kafka Streams (tests/java-streams) and Flink (tests/java-flink), modules of their own, the
+#     same way.
 #
 # Usage: scripts/test.sh [extra pytest args, e.g. -k crash -x]
 # Env:   STRATA_SKIP_INSTALL=1  skip the install step (offline re-runs)
@@ -124,23 +125,28 @@ install_java_modules() {
     touch "$stamp"
 }
 
-# The Kafka Streams word count (tests/java-streams, tests/interop/test_kafka_streams.py): its own
-# module so kafka-streams stays off the kafka-clients classpaths above; resolved into ~/.m2 once
-# (stamped by the pom's hash), then copied with `mvn -o` by the test, offline.
+# The JVM applications with a Maven module of their own, so that their classpaths stay off the
+# kafka-clients ones above: the Kafka Streams word count (tests/java-streams,
+# tests/interop/test_kafka_streams.py) and the Flink word count (tests/java-flink,
+# tests/interop/test_flink.py). Each is resolved into ~/.m2 once (stamped by its pom's hash), then
+# copied with `mvn -o` by its test, offline.
 STREAMS_DIR="tests/java-streams"
-install_java_streams() {
-    local want stamp out
-    want=$(hash_of "$STREAMS_DIR/pom.xml")
-    stamp="$(getent passwd "$(id -u)" | cut -d: -f6)/.m2/repository/.strata-java-streams-$want"
+FLINK_DIR="tests/java-flink"
+install_java_module() { # install_java_module DIR WHAT
+    local dir=$1 what=$2 want stamp out
+    want=$(hash_of "$dir/pom.xml")
+    stamp="$(getent passwd "$(id -u)" | cut -d: -f6)/.m2/repository/.strata-$(basename "$dir")-$want"
     [ -f "$stamp" ] && return 0
     out=$(mktemp -d) || return 1
-    log "resolving kafka-streams for $STREAMS_DIR (mvn)"
-    (cd "$STREAMS_DIR" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -DoutputDirectory="$out/online" &&
+    log "resolving $what for $dir (mvn)"
+    (cd "$dir" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -DoutputDirectory="$out/online" &&
         mvn -o -q -B -Dstyle.color=never dependency:copy-dependencies -DoutputDirectory="$out/offline") ||
         { rm -rf "$out"; return 1; }
     rm -rf "$out"
     touch "$stamp"
 }
+install_java_streams() { install_java_module "$STREAMS_DIR" kafka-streams; }
+install_java_flink() { install_java_module "$FLINK_DIR" "Flink and flink-connector-kafka"; }
 
 install_deps() {
     if ! command -v kcat >/dev/null 2>&1; then
@@ -188,6 +194,7 @@ install_deps() {
     scripts/kafka.sh install || return 1
     install_java_modules || return 1
     install_java_streams || return 1
+    install_java_flink || return 1
 
     local js="tests/interop/js" jstamp="tests/interop/js/node_modules/.strata-lock"
     local jwant; jwant=$(hash_of "$js/package-lock.json")

@@ -20,27 +20,45 @@ STREAMS_DIR = Path(__file__).parent.parent / "java-streams"
 MAIN = "dev.strata.streams.WordCount"
 
 
-class StreamsApp:
-    """The compiled word count and its classpath."""
+def build_module(module_dir: Path, classes: Path, lib: Path, what: str) -> None:
+    """Copies a Maven module's classpath offline into `lib` (`mvn -o`: resolved by
+    scripts/test.sh's install step, never fetched here) and compiles its sources into `classes`
+    with javac. Shared by the JVM applications that each have a module of their own
+    (tests/java-streams, tests/java-flink)."""
+    for tool in ("mvn", "javac", "java"):
+        assert shutil.which(tool), f"{tool} not on PATH: the {what} test needs a JDK 17+ and Maven"
+    r = subprocess.run(["mvn", "-o", "-q", "-B", "-Dstyle.color=never", "dependency:copy-dependencies",
+                        f"-DoutputDirectory={lib}"], cwd=module_dir, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (f"mvn -o could not copy {what}'s classpath; run scripts/test.sh's "
+                               f"install step:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    sources = sorted(str(p) for p in (module_dir / "src" / "main" / "java").rglob("*.java"))
+    r = subprocess.run(["javac", "-Xlint:all", "--release", "17", "-d", str(classes), "-cp", f"{lib}/*", *sources],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"javac failed:\n{r.stderr[-3000:]}"
+
+
+class ModuleApp:
+    """A JVM application of a Maven module of its own, compiled into `out_dir` (classes/, and its
+    classpath in lib/). Subclasses name the module and say how to run it."""
+
+    MODULE_DIR: Path
+    WHAT: str
 
     def __init__(self, out_dir: Path):
         self.out_dir = out_dir
         self.classes = out_dir / "classes"
         self.lib = out_dir / "lib"
 
-    def build(self) -> "StreamsApp":
-        for tool in ("mvn", "javac", "java"):
-            assert shutil.which(tool), f"{tool} not on PATH: the Kafka Streams test needs a JDK 17+ and Maven"
-        r = subprocess.run(["mvn", "-o", "-q", "-B", "-Dstyle.color=never", "dependency:copy-dependencies",
-                            f"-DoutputDirectory={self.lib}"], cwd=STREAMS_DIR, capture_output=True, text=True,
-                           timeout=300)
-        assert r.returncode == 0, ("mvn -o could not copy kafka-streams' classpath; run scripts/test.sh's "
-                                   f"install step:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-        sources = sorted(str(p) for p in (STREAMS_DIR / "src" / "main" / "java").rglob("*.java"))
-        r = subprocess.run(["javac", "-Xlint:all", "--release", "17", "-d", str(self.classes), "-cp",
-                            f"{self.lib}/*", *sources], capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, f"javac failed:\n{r.stderr[-3000:]}"
+    def build(self):
+        build_module(self.MODULE_DIR, self.classes, self.lib, self.WHAT)
         return self
+
+
+class StreamsApp(ModuleApp):
+    """The compiled word count and its classpath."""
+
+    MODULE_DIR = STREAMS_DIR
+    WHAT = "kafka-streams"
 
     def command(self, bootstrap: str, application_id: str, input_topic: str, output_topic: str,
                 state_dir: Path) -> list[str]:

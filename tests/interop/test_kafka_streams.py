@@ -209,6 +209,13 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
     assert all(o > 0 for o in purged.values()), f"the repartition topic was not purged: log start offsets {purged}"
     wait_lso_caught_up(c.bootstrap, out_topic, PARTS, 60)
     output = committed_words(c.bootstrap, out_topic)
+    check_word_counts(output, expected, seed)
+
+
+def check_word_counts(output: dict[str, list[int]], expected: Counter[str], seed: int) -> None:
+    """The exactly-once check of a word count's committed output: every word's values are 1, 2,
+    ..., n in order, each once, with n its count in the acknowledged input (shared with
+    test_flink.py)."""
     assert set(output) == set(expected), f"words in the output that were never produced (seed {seed})"
     for word, n in sorted(expected.items()):
         got = output.get(word, [])
