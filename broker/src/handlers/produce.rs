@@ -81,7 +81,7 @@ pub async fn handle(
             let mut r = PartitionProduceResponse { index: pd.index, base_offset: -1, ..Default::default() };
             let outcome = match (refuse, refused.get(&(topic.name.clone(), pd.index))) {
                 (Some((code, message)), _) => Err((code, Some(message.to_string()))),
-                (None, Some(&code)) => Err((code, Some(format!("{} for this transaction", code.name())))),
+                (None, Some((code, message))) => Err((*code, Some(message.clone()))),
                 (None, None) => append(
                     broker,
                     version,
@@ -280,8 +280,9 @@ async fn verify_transactional(
     version: i16,
     transactional_id: &str,
     request: &ProduceRequest,
-) -> HashMap<(String, i32), ErrorCode> {
+) -> HashMap<(String, i32), (ErrorCode, String)> {
     let mut refused = HashMap::new();
+    let ours = |code: ErrorCode| (code, format!("{} for this transaction", code.name()));
     let mut producer: Option<(i64, i16)> = None;
     let mut partitions = Vec::new();
     for topic in &request.topic_data {
@@ -291,7 +292,7 @@ async fn verify_transactional(
                 Some(batch) if batch.is_transactional() && batch.producer_id() >= 0 => {
                     let this = (batch.producer_id(), batch.producer_epoch());
                     if producer.is_some_and(|p| p != this) {
-                        refused.insert((topic.name.clone(), pd.index), ErrorCode::InvalidRequest);
+                        refused.insert((topic.name.clone(), pd.index), ours(ErrorCode::InvalidRequest));
                         continue;
                     }
                     producer = Some(this);
@@ -299,7 +300,7 @@ async fn verify_transactional(
                 }
                 _ => {
                     // A transactional request must carry transactional batches.
-                    refused.insert((topic.name.clone(), pd.index), ErrorCode::InvalidRecord);
+                    refused.insert((topic.name.clone(), pd.index), ours(ErrorCode::InvalidRecord));
                 }
             }
         }
@@ -313,10 +314,33 @@ async fn verify_transactional(
         .await;
     for (tp, code) in results {
         if code != ErrorCode::None {
-            refused.insert((tp.topic, tp.partition), verification_error_for_client(code, version > 10));
+            let code = verification_error_for_client(code, version > 10);
+            refused.insert((tp.topic, tp.partition), produce_verification_refusal(code));
         }
     }
     refused
+}
+
+/// A transactional produce's verification failure as Kafka's ReplicaManager answers it: a
+/// retriable coordinator error becomes NOT_ENOUGH_REPLICAS (which older clients retry without
+/// refreshing metadata; this broker serves no transaction version 2, so CONCURRENT_TRANSACTIONS
+/// is translated too) naming the underlying error; the rest keep their code.
+fn produce_verification_refusal(code: ErrorCode) -> (ErrorCode, String) {
+    match code {
+        ErrorCode::InvalidTxnState => (code, "Partition was not added to the transaction".into()),
+        ErrorCode::ConcurrentTransactions
+        | ErrorCode::NetworkException
+        | ErrorCode::CoordinatorLoadInProgress
+        | ErrorCode::CoordinatorNotAvailable
+        | ErrorCode::NotCoordinator => (
+            ErrorCode::NotEnoughReplicas,
+            format!(
+                "Unable to verify the partition has been added to the transaction. Underlying error: {}",
+                code.name()
+            ),
+        ),
+        _ => (code, format!("{} for this transaction", code.name())),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -429,5 +453,37 @@ fn append_to(
             tracing::debug!(topic, partition = index, error = %e, "append refused");
             Err((append_error_code(&e), Some(e.to_string())))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verification_failures_are_answered_as_kafka_answers_them() {
+        for code in [
+            ErrorCode::ConcurrentTransactions,
+            ErrorCode::NetworkException,
+            ErrorCode::CoordinatorLoadInProgress,
+            ErrorCode::CoordinatorNotAvailable,
+            ErrorCode::NotCoordinator,
+        ] {
+            let (answer, message) = produce_verification_refusal(code);
+            assert_eq!(answer, ErrorCode::NotEnoughReplicas, "{code:?}");
+            assert!(message.ends_with(&format!("Underlying error: {}", code.name())), "{message}");
+        }
+        assert_eq!(
+            produce_verification_refusal(ErrorCode::InvalidTxnState),
+            (ErrorCode::InvalidTxnState, "Partition was not added to the transaction".into())
+        );
+        assert_eq!(
+            produce_verification_refusal(ErrorCode::InvalidProducerEpoch).0,
+            ErrorCode::InvalidProducerEpoch
+        );
+        assert_eq!(
+            produce_verification_refusal(ErrorCode::TransactionAbortable).0,
+            ErrorCode::TransactionAbortable
+        );
     }
 }
