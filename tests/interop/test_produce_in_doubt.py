@@ -39,18 +39,29 @@ MESSAGE_TIMEOUT_MS = 8000
 SPACING_S = 0.4
 
 
-def test_writes_refused_after_a_shrink_are_not_sent_again_under_a_new_epoch(cluster_factory):
-    c = cluster_factory(overrides=OVERRIDES)
+def strict_topic(c, topic: str) -> tuple[AdminClient, int]:
+    """One partition of RF 3 with `min.insync.replicas` 3, its ISR whole: an admin client and a
+    follower to SIGKILL (its death then stops the high watermark until the ISR shrinks)."""
     admin = AdminClient({"bootstrap.servers": c.bootstrap, "log_level": 4})
-    admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "3"})])[TOPIC].result(30)
-    leader = c.wait_leader(TOPIC, 0)
-    c.wait_isr(TOPIC, 0, {0, 1, 2})
-    follower = next(i for i in range(3) if i != leader)
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "3"})])[topic].result(30)
+    leader = c.wait_leader(topic, 0)
+    c.wait_isr(topic, 0, {0, 1, 2})
+    return admin, next(i for i in range(3) if i != leader)
 
+
+def delivery_recorder() -> tuple[dict[str, str | None], object]:
+    """Each value's delivery outcome (None: acknowledged, else the error's name) and the callback."""
     reports: dict[str, str | None] = {}
 
     def on_delivery(err, msg):
         reports[msg.value().decode()] = err.name() if err else None
+    return reports, on_delivery
+
+
+def test_writes_refused_after_a_shrink_are_not_sent_again_under_a_new_epoch(cluster_factory):
+    c = cluster_factory(overrides=OVERRIDES)
+    admin, follower = strict_topic(c, TOPIC)
+    reports, on_delivery = delivery_recorder()
 
     producer = Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 0, "message.timeout.ms": MESSAGE_TIMEOUT_MS, "retry.backoff.ms": 100,

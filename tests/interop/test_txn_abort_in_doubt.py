@@ -21,8 +21,9 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
+from test_produce_in_doubt import delivery_recorder, strict_topic
 from txn_util import read_topic
 
 TOPIC = "abort-in-doubt"
@@ -32,15 +33,8 @@ N = 10
 
 def test_a_transaction_after_an_abort_in_doubt_keeps_its_records(cluster_factory, tmp_path):
     c = cluster_factory(overrides=OVERRIDES)
-    admin = AdminClient({"bootstrap.servers": c.bootstrap, "log_level": 4})
-    admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "3"})])[TOPIC].result(30)
-    leader = c.wait_leader(TOPIC, 0)
-    c.wait_isr(TOPIC, 0, {0, 1, 2})
-    follower = next(i for i in range(3) if i != leader)
-    reports: dict[str, str | None] = {}
-
-    def on_delivery(err, msg):
-        reports[msg.value().decode()] = err.name() if err else None
+    admin, follower = strict_topic(c, TOPIC)
+    reports, on_delivery = delivery_recorder()
 
     answered = threading.Event()
     errors: list[str] = []
