@@ -106,6 +106,26 @@ fn duplicates_of_the_last_five_batches() {
 }
 
 #[test]
+fn a_transactional_batch_is_a_retry_only_of_a_batch_of_the_open_transaction() {
+    let (_dir, mut psm) = manager();
+    append(&mut psm, &[txn(1, 0, 0, 2, 10)], Origin::Client).unwrap();
+    // A retry while the transaction is open is answered with the original.
+    assert_eq!(psm.find_duplicate(&[txn(1, 0, 0, 2, 99)]).map(|d| d.first_offset), Some(10));
+    append(&mut psm, &[marker(1, 0, false, 3, 12)], Origin::Coordinator).unwrap();
+    // After the abort, the same range in a new transaction is not a retry: the sequence
+    // check refuses it instead of answering it without writing it.
+    assert!(psm.find_duplicate(&[txn(1, 0, 0, 2, 13)]).is_none());
+    let reused = append(&mut psm, &[txn(1, 0, 0, 2, 13)], Origin::Client);
+    assert!(matches!(reused, Err(StorageError::OutOfOrderSequence { .. })), "{reused:?}");
+    // An idempotent producer's retry is answered whatever happened since.
+    append(&mut psm, &[data(2, 0, 0, 2, 20)], Origin::Client).unwrap();
+    assert!(psm.find_duplicate(&[data(2, 0, 0, 2, 99)]).is_some());
+    // The next transaction's own retry is a retry again.
+    append(&mut psm, &[txn(1, 0, 2, 1, 22)], Origin::Client).unwrap();
+    assert_eq!(psm.find_duplicate(&[txn(1, 0, 2, 1, 99)]).map(|d| d.first_offset), Some(22));
+}
+
+#[test]
 fn transactions_open_close_and_give_the_lso() {
     let (_dir, mut psm) = manager();
     append(&mut psm, &[txn(1, 0, 0, 2, 10)], Origin::Client).unwrap();

@@ -62,10 +62,20 @@ impl ProducerStateManager {
 
     /// For a producer's retry: the retained batch with the same epoch and sequence range
     /// as one of `batches`, if any (checked for client appends before anything else).
+    ///
+    /// A transactional batch can only retry a batch of the transaction still open: one that
+    /// matches a batch of a transaction already ended is a new batch that reuses its sequence
+    /// numbers (librdkafka 2.16 does so after an abort that purged a written batch), and taking
+    /// it for a retry would leave it unwritten while its transaction commits. It is left to the
+    /// sequence check, which refuses it (OUT_OF_ORDER_SEQUENCE_NUMBER). Kafka's check compares
+    /// epoch and range only, and loses the batch (docs/compatibility.md).
     pub(crate) fn find_duplicate(&self, batches: &[BatchInfo]) -> Option<BatchMetadata> {
         batches.iter().filter(|b| b.producer_id >= 0 && !b.is_control).find_map(|b| {
             let entry = self.producers.get(&b.producer_id)?;
-            entry.find_duplicate(b.producer_epoch, b.base_sequence, b.last_sequence)
+            let original = entry.find_duplicate(b.producer_epoch, b.base_sequence, b.last_sequence)?;
+            let in_open_txn =
+                entry.current_txn_first_offset.is_some_and(|first| original.first_offset >= first);
+            (!b.is_transactional || in_open_txn).then_some(original)
         })
     }
 
