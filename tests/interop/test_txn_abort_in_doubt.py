@@ -34,6 +34,9 @@ OVERRIDES = {"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "70
 N = 10
 
 
+@pytest.mark.kafka_xfail("Apache Kafka 4.4 takes the reused sequence range for a retry of the aborted batch and "
+                         "commits the transaction without its records (seen once); another run timed out while "
+                         "Kafka's abort markers waited for the minimum ISR")
 def test_a_transaction_after_an_abort_in_doubt_keeps_its_records(cluster_factory, tmp_path):
     c = cluster_factory(overrides=OVERRIDES)
     admin, follower = strict_topic(c, TOPIC)
