@@ -21,7 +21,7 @@ use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::errors::append_error_code;
 use crate::metadata::MetadataImage;
-use crate::txn::{verification_error_for_client, TopicPartition};
+use crate::txn::{produce_verification_refusal, verification_error_for_client, TopicPartition};
 use std::collections::HashMap;
 use std::sync::Arc;
 use strata_protocol::messages::produce::{
@@ -319,28 +319,6 @@ async fn verify_transactional(
         }
     }
     refused
-}
-
-/// A transactional produce's verification failure as Kafka's ReplicaManager answers it: a
-/// retriable coordinator error becomes NOT_ENOUGH_REPLICAS (which older clients retry without
-/// refreshing metadata; this broker serves no transaction version 2, so CONCURRENT_TRANSACTIONS
-/// is translated too) naming the underlying error; the rest keep their code.
-fn produce_verification_refusal(code: ErrorCode) -> (ErrorCode, String) {
-    match code {
-        ErrorCode::InvalidTxnState => (code, "Partition was not added to the transaction".into()),
-        ErrorCode::ConcurrentTransactions
-        | ErrorCode::NetworkException
-        | ErrorCode::CoordinatorLoadInProgress
-        | ErrorCode::CoordinatorNotAvailable
-        | ErrorCode::NotCoordinator => (
-            ErrorCode::NotEnoughReplicas,
-            format!(
-                "Unable to verify the partition has been added to the transaction. Underlying error: {}",
-                code.name()
-            ),
-        ),
-        _ => (code, format!("{} for this transaction", code.name())),
-    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -53,6 +53,28 @@ pub fn verification_error_for_client(error: ErrorCode, client_supports_abortable
     }
 }
 
+/// A transactional produce's verification failure as Kafka's ReplicaManager answers it: a
+/// retriable coordinator error becomes NOT_ENOUGH_REPLICAS (which older clients retry without
+/// refreshing metadata; this broker serves no transaction version 2, so CONCURRENT_TRANSACTIONS
+/// is translated too) naming the underlying error; the rest keep their code.
+pub fn produce_verification_refusal(code: ErrorCode) -> (ErrorCode, String) {
+    match code {
+        ErrorCode::InvalidTxnState => (code, "Partition was not added to the transaction".into()),
+        ErrorCode::ConcurrentTransactions
+        | ErrorCode::NetworkException
+        | ErrorCode::CoordinatorLoadInProgress
+        | ErrorCode::CoordinatorNotAvailable
+        | ErrorCode::NotCoordinator => (
+            ErrorCode::NotEnoughReplicas,
+            format!(
+                "Unable to verify the partition has been added to the transaction. Underlying error: {}",
+                code.name()
+            ),
+        ),
+        _ => (code, format!("{} for this transaction", code.name())),
+    }
+}
+
 fn all(partitions: &BTreeSet<TopicPartition>, error: ErrorCode) -> Vec<(TopicPartition, ErrorCode)> {
     partitions.iter().map(|tp| (tp.clone(), error)).collect()
 }

@@ -60,7 +60,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use add::verification_error_for_client;
+pub use add::{produce_verification_refusal, verification_error_for_client};
 pub use coordinator::{PartitionState, TransactionCoordinator, TxnCoordinatorSnapshot};
 pub use records::{RecordError, TxnRecord};
 pub use state::{TxnState, TxnSummary};
