@@ -91,6 +91,40 @@ fn deleted_open_files(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// Deleted files the broker still maps (`/proc/<pid>/maps`): index pages a dropped
+/// mapping would give back.
+fn deleted_mapped_files(pid: u32) -> Vec<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mut files: Vec<String> = maps
+        .lines()
+        .filter(|l| l.ends_with(" (deleted)"))
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(String::from)
+        .collect();
+    files.dedup();
+    files
+}
+
+/// Every file under `dir` with its allocated size, largest first, for a failure message.
+fn files_with_sizes(dir: &Path) -> Vec<(String, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                todo.push(e.path());
+            } else {
+                out.push((e.path().display().to_string(), meta.blocks() * 512));
+            }
+        }
+    }
+    out.sort_by(|a, b| b.1.cmp(&a.1));
+    out
+}
+
 /// A node whose data directory is on a tmpfs of its own.
 struct Node<'a> {
     broker: &'a BrokerProcess,
@@ -102,6 +136,16 @@ struct Node<'a> {
 /// directory is gone from every node, its space is back, and no node holds a deleted
 /// file of it open.
 async fn delete_big(admin: &Admin, nodes: &[Node<'_>]) -> Outcome {
+    // The space each node must get back: what its copy of BIG holds, up to 4 MiB (a
+    // follower that lagged while the disks filled may hold little of it), less what the
+    // metadata log may write meanwhile.
+    let wanted: Vec<u64> = nodes
+        .iter()
+        .map(|n| {
+            let held: u64 = files_with_sizes(&n.data.join(format!("{BIG}-0"))).iter().map(|f| f.1).sum();
+            held.min(4 << 20).saturating_sub(256 << 10)
+        })
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let results =
@@ -114,7 +158,7 @@ async fn delete_big(admin: &Admin, nodes: &[Node<'_>]) -> Outcome {
         }
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    for node in nodes {
+    for (node, wanted) in nodes.iter().zip(wanted) {
         let big_dir = node.data.join(format!("{BIG}-0"));
         loop {
             let held: Vec<String> = node
@@ -125,15 +169,18 @@ async fn delete_big(admin: &Admin, nodes: &[Node<'_>]) -> Outcome {
                 .into_iter()
                 .filter(|f| f.starts_with(&node.fs.path().display().to_string()))
                 .collect();
-            if !big_dir.exists() && node.fs.free_bytes() >= 4 << 20 && held.is_empty() {
+            if !big_dir.exists() && node.fs.free_bytes() >= wanted && held.is_empty() {
                 break;
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "space not freed after the delete: {} exists: {}, {} bytes free, deleted files held open: {held:?}",
+                    "space not freed after the delete: {} exists: {}, {} bytes free (wanted {wanted}), deleted files held open: \
+                     {held:?}, deleted files mapped: {:?}, files on the disk: {:?}",
                     big_dir.display(),
                     big_dir.exists(),
-                    node.fs.free_bytes()
+                    node.fs.free_bytes(),
+                    node.broker.pid().map(deleted_mapped_files).unwrap_or_default(),
+                    files_with_sizes(node.fs.path()).into_iter().take(20).collect::<Vec<_>>(),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
