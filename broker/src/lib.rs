@@ -5,33 +5,33 @@
 //! start brokers in-process the same way.
 
 mod background;
-pub mod broker;
-pub mod clock;
+mod broker;
+mod clock;
 pub mod config;
-pub mod connection;
-pub mod controller;
+mod connection;
+mod controller;
 mod coordinator_leadership;
-pub mod errors;
-pub mod fetch_session;
-pub mod group;
-pub mod group_service;
-pub mod handlers;
+mod errors;
+mod fetch_session;
+mod group;
+mod group_service;
+mod handlers;
 mod internal_topics;
-pub mod lifecycle;
-pub mod limits;
+mod lifecycle;
+mod limits;
 mod log_cleaner;
-pub mod markers;
-pub mod metadata;
-pub mod metrics;
+mod markers;
+mod metadata;
+mod metrics;
 
-pub mod net;
-pub mod producer_ids;
-pub mod replica;
-pub mod replication;
-pub mod server;
-pub mod topics;
-pub mod txn;
-pub mod txn_service;
+mod net;
+mod producer_ids;
+mod replica;
+mod replication;
+mod server;
+mod topics;
+mod txn;
+mod txn_service;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

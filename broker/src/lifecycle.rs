@@ -60,11 +60,6 @@ impl Lifecycle {
         let _ = rx.wait_for(|u| *u).await;
     }
 
-    /// True while the controller considers the broker fenced.
-    pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire)
-    }
-
     /// Asks the controller for a controlled shutdown and waits until it lets the broker
     /// go, at most `timeout`.
     pub async fn controlled_shutdown(&self, timeout: Duration) {

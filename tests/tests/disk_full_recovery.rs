@@ -121,7 +121,7 @@ fn files_with_sizes(dir: &Path) -> Vec<(String, u64)> {
             }
         }
     }
-    out.sort_by(|a, b| b.1.cmp(&a.1));
+    out.sort_by_key(|f| std::cmp::Reverse(f.1));
     out
 }
 

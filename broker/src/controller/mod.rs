@@ -4,7 +4,7 @@
 //!   snapshots, the Raft RPC transport); nothing outside it touches openraft types.
 //! - The pure decision logic, tested without sockets or clocks: [`ControllerState`] takes
 //!   the current [`MetadataImage`], a request and `now_ms` and returns the
-//!   [`MetadataRecord`]s to write plus the answer: broker registration, heartbeats,
+//!   [`MetadataRecord`](crate::metadata::MetadataRecord)s to write plus the answer: broker registration, heartbeats,
 //!   fencing and controlled shutdown ([`brokers`]), topics and configs ([`topics`]), ISR
 //!   changes from leaders ([`isr`]), leader elections ([`election`], [`leaders`]),
 //!   producer-id blocks ([`producer_ids`]), replica placement ([`placement`]).
@@ -32,7 +32,7 @@ mod transport;
 
 use crate::broker::{Broker, StartError};
 use crate::config::topic::TopicDefaults;
-use crate::metadata::{MetadataImage, MetadataRecord};
+use crate::metadata::MetadataImage;
 use raft::MetadataQuorum;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -140,13 +140,10 @@ impl ControllerState {
     }
 }
 
-/// The records a decision calls for, or nothing.
-pub type Records = Vec<MetadataRecord>;
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::metadata::{BrokerRegistrationRecord, Endpoint, PartitionRecord, TopicId};
+    use crate::metadata::{BrokerRegistrationRecord, Endpoint, MetadataRecord, PartitionRecord, TopicId};
     use std::sync::Arc;
     use strata_protocol::codec::Uuid;
 

@@ -21,6 +21,7 @@ pub struct Candidate<'a> {
 /// Replica lists for partitions `first_partition..first_partition + count`, over
 /// `brokers` (sorted, distinct), `replication_factor` each. `start` and `shift` are the
 /// random start index and replica shift Kafka draws (tests pass fixed ones).
+#[cfg(test)]
 pub fn assign(
     brokers: &[i32],
     count: i32,

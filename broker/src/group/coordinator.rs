@@ -11,7 +11,9 @@ use strata_protocol::messages::offset_delete::OffsetDeleteResponse;
 use strata_protocol::messages::txn_offset_commit::TxnOffsetCommitResponse;
 use strata_protocol::ErrorCode;
 
-use super::classic_group::{CommittedOffset, Group, GroupState, OffsetAndMetadata};
+#[cfg(test)]
+use super::classic_group::OffsetAndMetadata;
+use super::classic_group::{CommittedOffset, Group, GroupState};
 use super::partition::{partition_for_group, PartitionState};
 use super::timer::{TimerKey, TimerTask, Timers};
 use super::{Action, AppendId, GroupConfig, Record, RequestToken, Response, TransactionalProducer};
@@ -211,17 +213,14 @@ impl GroupCoordinator {
         self.awaiting_load = partitions;
     }
 
-    /// The state of a `__consumer_offsets` partition, `None` if not owned.
-    pub fn partition_state(&self, partition: i32) -> Option<PartitionState> {
-        self.partitions.get(&partition).copied()
-    }
-
-    /// The state of a group, `None` if it does not exist here.
+    /// The state of a group, `None` if it does not exist here (for the tests' checks).
+    #[cfg(test)]
     pub fn group_state(&self, group_id: &str) -> Option<GroupState> {
         self.groups.get(group_id).map(|g| g.state)
     }
 
-    /// The committed offset of a partition for a group.
+    /// The committed offset of a partition for a group (for the tests' checks).
+    #[cfg(test)]
     pub fn committed_offset(
         &self,
         group_id: &str,
@@ -232,7 +231,8 @@ impl GroupCoordinator {
     }
 
     /// The offset of a partition that `producer_id` committed for a group in a transaction
-    /// not yet completed (invisible to OffsetFetch).
+    /// not yet completed (invisible to OffsetFetch; for the tests' checks).
+    #[cfg(test)]
     pub fn pending_transactional_offset(
         &self,
         group_id: &str,

@@ -89,11 +89,10 @@ mod txn_offsets;
 #[cfg(test)]
 mod tests;
 
-pub use classic_group::{GroupState, OffsetAndMetadata};
-pub use consumer_protocol::{subscribed_topics, CONSUMER_PROTOCOL_TYPE};
+pub use classic_group::GroupState;
 pub use coordinator::GroupCoordinator;
 pub use partition::{java_string_hash_code, kafka_abs, partition_for_group, PartitionState};
-pub use records::{Record, RecordError};
+pub use records::Record;
 pub use snapshot::GroupsSnapshot;
 pub use txn_offsets::txn_commit_response;
 

@@ -242,6 +242,7 @@ fn decode_value<T: Wire>(value: Bytes, what: &'static str) -> Result<T, RecordEr
 
 /// Encodes `value` at an explicit version, for tests and tools that need the older
 /// layouts Kafka wrote before 2.3.
+#[cfg(test)]
 pub fn encode_value_at<T: Wire>(version: i16, value: &T) -> Bytes {
     encode(version, value)
 }

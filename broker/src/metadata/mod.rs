@@ -11,7 +11,7 @@ pub mod image;
 pub mod listener;
 pub mod records;
 
-pub use image::{ApplyOutcome, BrokerImage, ImageSnapshot, MetadataImage, TopicImage};
+pub use image::{ApplyOutcome, ImageSnapshot, MetadataImage, TopicImage};
 pub use records::{
     BrokerRegistrationRecord, Endpoint, MetadataBatch, MetadataRecord, PartitionRecord, TopicId,
 };

@@ -12,8 +12,8 @@ mod parked;
 mod partition;
 pub mod write_health;
 
-pub use apply::{apply_image, ReplicaChanges};
-pub use fetch_read::{ReadUpper, SENDFILE_MIN_BYTES};
+pub use apply::apply_image;
+pub use fetch_read::ReadUpper;
 pub use partition::{AppendError, FetchedFrom, IsrProposal, Partition, WaitError};
 
 use arc_swap::ArcSwap;

@@ -9,7 +9,9 @@ use strata_protocol::ErrorCode;
 use super::add::{AddPartitionsOp, AddReply};
 use super::end_txn::{EndReply, MarkerSend, MarkerTxn};
 use super::records::{transit_record, TxnRecord};
-use super::state::{TxnMetadata, TxnSummary, TxnTransit};
+#[cfg(test)]
+use super::state::TxnSummary;
+use super::state::{TxnMetadata, TxnTransit};
 use super::{partition_for_transactional_id, Action, AppendId, ProducerIdSource, RequestToken, TxnConfig};
 
 /// Whether this broker currently coordinates a `__transaction_state` partition.
@@ -175,22 +177,20 @@ impl TransactionCoordinator {
         self.awaiting_load = partitions;
     }
 
-    /// The state of a `__transaction_state` partition, `None` if not owned.
-    pub fn partition_state(&self, partition: i32) -> Option<PartitionState> {
-        self.partitions.get(&partition).map(|o| o.state)
-    }
-
-    /// The coordinator epoch of an owned partition.
+    /// The coordinator epoch of an owned partition (for the tests' checks).
+    #[cfg(test)]
     pub fn coordinator_epoch(&self, partition: i32) -> Option<i32> {
         self.partitions.get(&partition).map(|o| o.coordinator_epoch)
     }
 
-    /// The state of a transactional id, `None` if unknown here.
+    /// The state of a transactional id, `None` if unknown here (for the tests' checks).
+    #[cfg(test)]
     pub fn transaction(&self, transactional_id: &str) -> Option<TxnSummary> {
         self.txns.get(transactional_id).map(TxnMetadata::summary)
     }
 
-    /// Number of transactional ids held.
+    /// Number of transactional ids held (for the tests' checks).
+    #[cfg(test)]
     pub fn transactional_id_count(&self) -> usize {
         self.txns.len()
     }

@@ -61,9 +61,9 @@ mod state;
 mod tests;
 
 pub use add::{produce_verification_refusal, verification_error_for_client};
-pub use coordinator::{PartitionState, TransactionCoordinator, TxnCoordinatorSnapshot};
-pub use records::{RecordError, TxnRecord};
-pub use state::{TxnState, TxnSummary};
+pub use coordinator::{TransactionCoordinator, TxnCoordinatorSnapshot};
+pub use records::TxnRecord;
+pub use state::TxnState;
 
 use strata_protocol::messages::{
     add_offsets_to_txn::AddOffsetsToTxnResponse, add_partitions_to_txn::AddPartitionsToTxnResponse,
@@ -71,8 +71,6 @@ use strata_protocol::messages::{
 };
 use strata_protocol::ErrorCode;
 
-/// Name of the internal topic holding transaction state.
-pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 /// Name of the internal topic holding committed offsets (AddOffsetsToTxn adds one of its
 /// partitions to the transaction).
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";

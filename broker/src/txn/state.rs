@@ -120,7 +120,8 @@ pub(super) fn is_epoch_exhausted(epoch: i16) -> bool {
     epoch >= i16::MAX - 1
 }
 
-/// A read-only view of a transactional id, for tests, metrics and the shell.
+/// A read-only view of a transactional id, for the tests' checks.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnSummary {
     /// Current producer id.
@@ -222,6 +223,7 @@ impl TxnMetadata {
         (self.producer_id, epoch)
     }
 
+    #[cfg(test)]
     pub fn summary(&self) -> TxnSummary {
         TxnSummary {
             producer_id: self.producer_id,

@@ -21,6 +21,7 @@ use strata_protocol::messages::sync_group::{
 };
 use strata_protocol::ErrorCode;
 
+use super::classic_group::OffsetAndMetadata;
 use super::consumer_protocol::encode_subscription;
 use super::*;
 

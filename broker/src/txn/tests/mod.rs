@@ -19,6 +19,8 @@ use strata_protocol::messages::end_txn::EndTxnRequest;
 use strata_protocol::messages::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use strata_protocol::ErrorCode;
 
+use super::records::RecordError;
+use super::state::TxnSummary;
 use super::*;
 
 /// First producer id the harness hands out.
