@@ -23,12 +23,13 @@ mod log_cleaner;
 mod markers;
 mod metadata;
 mod metrics;
-
 mod net;
 mod producer_ids;
 mod replica;
 mod replication;
 mod server;
+#[cfg(test)]
+mod sim;
 mod topics;
 mod txn;
 mod txn_service;

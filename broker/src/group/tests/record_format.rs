@@ -205,19 +205,9 @@ fn hostile_bytes_are_errors_not_panics() {
     );
 }
 
-/// A small deterministic generator for the fuzz loops.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-}
-
 #[test]
 fn random_and_mutated_bytes_never_panic() {
-    let mut rng = Lcg(42);
+    let mut rng = crate::sim::SimRng::new(42);
     let valid = Record::GroupMetadata {
         key: GroupMetadataKey { group: "group".into() },
         value: Some(sample_group_value()),
@@ -227,23 +217,23 @@ fn random_and_mutated_bytes_never_panic() {
     let _ = c.begin_load(0, 0);
     for i in 0..20_000 {
         let (key, value) = if i & 1 == 0 {
-            let len = (rng.next() % 40) as usize;
-            let mut k: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let len = (rng.next_u64() % 40) as usize;
+            let mut k: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             if k.len() >= 2 {
                 k[0] = 0;
                 k[1] %= 4;
             }
-            let vlen = (rng.next() % 80) as usize;
-            let v: Vec<u8> = (0..vlen).map(|_| rng.next() as u8).collect();
+            let vlen = (rng.next_u64() % 80) as usize;
+            let v: Vec<u8> = (0..vlen).map(|_| rng.next_u64() as u8).collect();
             (Bytes::from(k), Some(Bytes::from(v)))
         } else {
             // Truncate or flip a byte of a valid value.
             let mut v = vv.to_vec();
-            let at = (rng.next() as usize) % v.len();
-            if rng.next() & 1 == 0 {
+            let at = (rng.next_u64() as usize) % v.len();
+            if rng.next_u64() & 1 == 0 {
                 v.truncate(at);
             } else {
-                v[at] ^= 1 << (rng.next() % 8);
+                v[at] ^= 1 << (rng.next_u64() % 8);
             }
             (vk.clone(), Some(Bytes::from(v)))
         };

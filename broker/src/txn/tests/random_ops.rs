@@ -4,21 +4,7 @@
 //! replaying the written log gives: the log is the truth a new coordinator starts from.
 
 use super::*;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::sim::{seeds, SeedGuard, SimRng};
 
 const IDS: [&str; 4] = ["a", "b", "c", "d"];
 
@@ -42,7 +28,7 @@ impl Clients {
     }
 }
 
-fn step(h: &mut Harness, rng: &mut Rng, clients: &mut Clients) {
+fn step(h: &mut Harness, rng: &mut SimRng, clients: &mut Clients) {
     let id = IDS[rng.below(IDS.len() as u64) as usize];
     let ids = clients.known.get(id).copied().unwrap_or((FIRST_PID, 0));
     match rng.below(12) {
@@ -125,8 +111,9 @@ fn comparable(s: TxnSummary) -> TxnSummary {
 
 #[test]
 fn random_operations_keep_memory_equal_to_the_log() {
-    for seed in 1..=40u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    for seed in seeds(1..41) {
+        let _seed = SeedGuard(seed);
+        let mut rng = SimRng::new(seed);
         let mut h = Harness::new();
         let mut clients = Clients { known: HashMap::new(), inits: Vec::new() };
         for _ in 0..300 {

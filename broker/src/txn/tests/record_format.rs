@@ -184,13 +184,8 @@ fn hostile_values() {
 
 #[test]
 fn random_bytes_never_panic() {
-    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = crate::sim::SimRng::new(0);
+    let mut next = move || rng.next_u64();
     let valid = record(value(TxnState::Ongoing, t01()), 1).value_bytes().unwrap().to_vec();
     for i in 0..20_000 {
         let mut bytes: Vec<u8> =
