@@ -241,7 +241,7 @@ STRATA_WORDCOUNT="$ROOT/target/release/examples/wordcount"
 export STRATA_BIN STRATA_WORDCOUNT
 # The broker, and the exactly-once example the end-to-end tests drive (tests/tests/exactly_once_wordcount.rs).
 build_release() {
-    cargo build --release -p strata-broker --bin strata && cargo build --release -p strata-client --example wordcount
+    cargo build --release -p strata-broker --bin strata && cargo build --release -p strata-client --features fault-injection --example wordcount
 }
 BUILD_OK=1
 step build build_release || BUILD_OK=0

@@ -97,6 +97,12 @@ fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let args = Args::parse();
+    #[cfg(not(feature = "fault-injection"))]
+    if args.crash_before_commit.is_some() || args.crash_after_keep {
+        anyhow::bail!(
+            "this build has no fault injection: cargo build --release -p strata-client --features fault-injection --example wordcount"
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(run(args))
 }
@@ -117,10 +123,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         ProducerRecord::new(output.as_str()).key(word).value(n.to_string())
     })
     .await?;
+    #[cfg(feature = "fault-injection")]
     let sink = match args.crash_before_commit {
         Some(n) => sink.crash_before_commit(n),
         None => sink,
     };
+    #[cfg(feature = "fault-injection")]
     let sink = if args.crash_after_keep { sink.crash_after_keep() } else { sink };
 
     let store = CheckpointStore::open(&args.checkpoint_dir)?;

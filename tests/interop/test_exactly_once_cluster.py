@@ -32,7 +32,7 @@ def wordcount_bin() -> str:
     path = os.environ.get("STRATA_WORDCOUNT") or str(ROOT / "target" / "release" / "examples" / "wordcount")
     if not os.path.isfile(path):
         pytest.fail(f"the wordcount example is not built ({path}): "
-                    "cargo build --release -p strata-client --example wordcount", pytrace=False)
+                    "cargo build --release -p strata-client --features fault-injection --example wordcount", pytrace=False)
     return path
 
 

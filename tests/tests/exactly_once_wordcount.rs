@@ -7,7 +7,7 @@
 //! `STRATA_EOS_KILLS` sets the number of kill points (default 100); the seed of the
 //! random points is printed, and `STRATA_EOS_SEED` replays one. The example binary is
 //! `STRATA_WORDCOUNT`, else the workspace's release or debug build of
-//! `cargo build -p strata-client --example wordcount`.
+//! `cargo build -p strata-client --features fault-injection --example wordcount`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ fn wordcount_bin() -> PathBuf {
             return p;
         }
     }
-    panic!("the wordcount example is not built: cargo build --release -p strata-client --example wordcount");
+    panic!("the wordcount example is not built: cargo build --release -p strata-client --features fault-injection --example wordcount");
 }
 
 /// A small deterministic generator (xorshift), so a failing run can be replayed by seed.

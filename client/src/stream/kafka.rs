@@ -171,8 +171,10 @@ pub struct KafkaSink<T, F> {
     /// The transaction prepared at the last barrier, waiting for its checkpoint.
     prepared: Option<PreparedTxnState>,
     /// Fault injection: abort the process before committing this checkpoint.
+    #[cfg(feature = "fault-injection")]
     crash_before_commit: Option<CheckpointId>,
     /// Fault injection: abort the process once a transaction left open is kept.
+    #[cfg(feature = "fault-injection")]
     crash_after_keep: bool,
     _records: std::marker::PhantomData<fn(T)>,
 }
@@ -195,7 +197,9 @@ where
             to_record,
             open: false,
             prepared: None,
+            #[cfg(feature = "fault-injection")]
             crash_before_commit: None,
+            #[cfg(feature = "fault-injection")]
             crash_after_keep: false,
             _records: std::marker::PhantomData,
         })
@@ -203,7 +207,9 @@ where
 
     /// For fault-injection tests only: once checkpoint `id` is complete (written), the
     /// process aborts, as `kill -9` would, before the sink commits the transaction it
-    /// prepared for it: the crash between the two phases that KIP-939 recovers.
+    /// prepared for it: the crash between the two phases that KIP-939 recovers. Only with
+    /// the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
     pub fn crash_before_commit(mut self, id: CheckpointId) -> Self {
         self.crash_before_commit = Some(id);
         self
@@ -211,7 +217,9 @@ where
 
     /// For fault-injection tests only: on restore, once the transaction the previous run
     /// left open is kept (its producer fenced), the process aborts before completing it,
-    /// so the next run keeps a transaction that was kept already.
+    /// so the next run keeps a transaction that was kept already. Only with the
+    /// `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
     pub fn crash_after_keep(mut self) -> Self {
         self.crash_after_keep = true;
         self
@@ -237,6 +245,7 @@ where
         };
         let kept = self.producer.init_transactions_keeping_prepared().await?;
         if let Some(kept) = kept {
+            #[cfg(feature = "fault-injection")]
             if self.crash_after_keep {
                 tracing::warn!(transaction = %kept, "fault injection: crashing after keeping the open transaction");
                 std::process::abort();
@@ -280,12 +289,16 @@ where
 
     async fn commit(&mut self, id: CheckpointId) -> Result<(), StreamError> {
         let Some(state) = self.prepared.take() else { return Ok(()) };
+        #[cfg(feature = "fault-injection")]
         if self.crash_before_commit.is_some_and(|at| id >= at) {
             tracing::warn!(checkpoint = id, transaction = %state, "fault injection: crashing before the commit");
             std::process::abort();
         }
         if !self.producer.complete_transaction(Some(&state)).await? {
-            return Err(StreamError::task("sink", format!("prepared transaction {state} was not committed")));
+            return Err(StreamError::task(
+                "sink",
+                format!("prepared transaction {state} of checkpoint {id} was not committed"),
+            ));
         }
         Ok(())
     }
