@@ -23,8 +23,9 @@ class FastProducer:
     send that fails is not an error of the test: it is indeterminate (it may be in the log)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float, tag: str,
-                 debug_log: Path | None = None):
+                 debug_log: Path | None = None, debug: str = "eos,msg"):
         self.topic, self.partitions, self.rate, self.tag = topic, partitions, rate, tag
+        self.debug_log = debug_log
         self.sent = 0
         self.acks: dict[int, tuple[int, int]] = {}
         self.failed: dict[int, str] = {}
@@ -32,14 +33,15 @@ class FastProducer:
         conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                 "linger.ms": 2, "message.timeout.ms": 30000, "log_level": 0}
         if debug_log is not None:
-            # librdkafka's idempotence log (epoch bumps, sequence resets, produce errors), to
-            # tell a broker's duplicate from a client's re-send after a failed run.
+            # librdkafka's idempotence log (`eos`: epoch bumps and why, sequence resets, a few
+            # lines a run; `msg` adds every produce request), to tell a broker's duplicate from
+            # a client's re-send (client_resends.py).
             handler = logging.FileHandler(debug_log)
             handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
             logger = logging.getLogger(f"librdkafka-{tag}")
             logger.addHandler(handler)
             logger.setLevel(logging.DEBUG)
-            conf.update({"debug": "eos,msg", "log_level": 7, "logger": logger})
+            conf.update({"debug": debug, "log_level": 7, "logger": logger})
         self.p = Producer(conf)
         self._t = threading.Thread(target=self._run, name=f"fast-producer-{tag}", daemon=True)
         self._t.start()

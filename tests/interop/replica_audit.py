@@ -62,6 +62,48 @@ def read_batches(partition_dir: Path) -> list[Batch]:
     return out
 
 
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at `pos`: (value, next position)."""
+    raw = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+
+
+def read_values(partition_dir: Path) -> dict[int, tuple[bytes | None, int, int]]:
+    """offset -> (value, producer id, producer epoch) of every record of the uncompressed data
+    batches of the partition's segments (control batches and compressed ones are skipped)."""
+    out: dict[int, tuple[bytes | None, int, int]] = {}
+    for path in sorted(partition_dir.glob("*.log")):
+        data = path.read_bytes()
+        pos = 0
+        while pos + _HEADER.size <= len(data):
+            (base, length, _epoch, magic, _crc, attrs, _last_delta, _bts, _mts, pid, pepoch, _seq,
+             count) = _HEADER.unpack_from(data, pos)
+            size = 12 + length
+            if length <= 0 or magic != 2 or pos + size > len(data):
+                break
+            if not attrs & _CONTROL and not attrs & 0x07:
+                r = pos + _HEADER.size
+                for _ in range(count):
+                    rec_len, r = _varint(data, r)
+                    end = r + rec_len
+                    r += 1  # attributes
+                    _, r = _varint(data, r)  # timestamp delta
+                    delta, r = _varint(data, r)
+                    key_len, r = _varint(data, r)
+                    r += max(key_len, 0)
+                    value_len, r = _varint(data, r)
+                    out[base + delta] = (data[r:r + value_len] if value_len >= 0 else None, pid, pepoch)
+                    r = end
+            pos += size
+    return out
+
+
 def read_high_watermarks(log_dir: Path) -> dict[tuple[str, int], int]:
     """The `replication-offset-checkpoint` of a log dir (empty if missing or malformed)."""
     try:

@@ -19,9 +19,15 @@ producer batch twice.
 
 CI runs a few short seeds; `scripts/fault-runs.sh` runs many longer ones
 (`STRATA_NEMESIS_SEEDS`, `STRATA_NEMESIS_SECONDS`; the harsh workload `STRATA_HARSH_SEEDS`,
-`STRATA_HARSH_SECONDS`, `STRATA_HARSH_RATE`, and `STRATA_HARSH_CLIENT_DEBUG=1` to keep the idempotent
-producers' librdkafka eos/msg log in the test's directory, `STRATA_HARSH_CTP_DEBUG=cgrp` for the
-copy loops' consumers, logged to their stderr).
+`STRATA_HARSH_SECONDS`, `STRATA_HARSH_RATE`, and `STRATA_HARSH_CLIENT_DEBUG=1` to add every produce
+request to the idempotent producers' librdkafka log in the test's directory, `STRATA_HARSH_CTP_DEBUG=cgrp`
+for the copy loops' consumers, logged to their stderr).
+
+One duplicate is not the broker's: librdkafka bumps an idempotent producer's epoch when a pipelined
+request gets OUT_OF_ORDER_SEQUENCE_NUMBER behind a refused one, and sends a message of another
+partition that was in doubt again under the new epoch (librdkafka issue 4953; Kafka's Java producer
+does not). The harsh workload keeps its producers' EOS log, and a duplicate that the log and the
+segment files prove to be such a re-send (client_resends.py) is reported in `history.txt`, not failed.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import time
 import pytest
 from confluent_kafka import Consumer
 
+import client_resends
 import history
 from broker import wait_until
 from groups_util import App, PacedProducer, python_app
@@ -140,9 +147,11 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, tmp_path, 
     c = cluster_factory()
     topic = unique_topic(f"harsh-{seed}")
     create(c.bootstrap, topic, partitions=HARSH_PARTS, config={"min.insync.replicas": "2"})
-    debug = os.environ.get("STRATA_HARSH_CLIENT_DEBUG") == "1"
+    # Each idempotent producer's librdkafka EOS log is kept (a few lines): a duplicate it made
+    # itself by re-sending under a bumped epoch is told apart from a broker's by it.
+    debug = "eos,msg" if os.environ.get("STRATA_HARSH_CLIENT_DEBUG") == "1" else "eos"
     producers = [FastProducer(c.bootstrap, topic, HARSH_PARTS, HARSH_RATE, f"s{seed}f{i}",
-                              debug_log=workdir / f"producer{i}.log" if debug else None) for i in range(2)]
+                              debug_log=workdir / f"producer{i}.log", debug=debug) for i in range(2)]
     writers = [TxnWriter(c.bootstrap, topic, HARSH_PARTS, f"s{seed}t{i}", seed * 10 + i) for i in range(2)]
     readers = [GroupReader(c.bootstrap, topic, unique_topic("harsh-g"), "r0", read_committed=True)]
     # Two consume-transform-produce loops (one group) copy the topic to `out_topic`, each value to
@@ -219,6 +228,8 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, tmp_path, 
                                read_committed=read_committed)
                   for r in read_topic(c.bootstrap, topic, HARSH_PARTS, read_committed=read_committed, timeout=120)]
     report = history.check(sends, polls, txns, drained=True)
+    report, resends = client_resends.without_resends(report, sends, polls, [n.data_dir for n in c.nodes], topic,
+                                                     {p.tag: p.debug_log for p in producers})
     acked = sum(s.status == history.OK for s in sends)
     # The copy: every committed input value exactly once in the output, in its own partition.
     out_polls = [history.Poll("out", r.partition, r.offset, r.value, topic="out")
@@ -227,7 +238,10 @@ def test_mixed_workload_under_a_harsh_kill_9_nemesis(cluster_factory, tmp_path, 
     copy_report = history.check(in_sends, out_polls, txns, drained=True)
     # Both reports beside the run's logs, so a failed seed of a long run can be studied while
     # the others still run (pytest prints failures only at the end).
-    (workdir / "history.txt").write_text(f"input:\n{report}\n\ncopy:\n{copy_report}\n")
+    resent = "".join(f"\n    {r}" for r in resends)
+    (workdir / "history.txt").write_text(f"input:\n{report}\n\ncopy:\n{copy_report}\n"
+                                         + (f"\nre-sent by the client under a new epoch (librdkafka 4953): "
+                                            f"{len(resends)}{resent}\n" if resends else ""))
     copy_report.assert_ok(f"seed {seed}: the consume-transform-produce output")
     partition_of = {s.value: s.partition for s in sends if s.status == history.OK}
     moved = [p for p in out_polls if partition_of.get(p.value, p.partition) != p.partition]
