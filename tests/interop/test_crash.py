@@ -121,6 +121,11 @@ class ContinuousProducer:
 def test_acked_records_survive_sigkill(broker, acks, kills):
     topic = util.unique_topic(f"crash-{acks}")
     util.create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    # Every partition led before the first send: a batch refused because its new partition was not
+    # led yet (Kafka takes a moment after the topic shows in Metadata) is sent again after the ones
+    # behind it, which would reorder the log with no broker fault.
+    for p in range(PARTITIONS):
+        wait_until(lambda: util.watermarks(broker.bootstrap, topic, p) == (0, 0), 30, f"partition {p} led")
     prod = ContinuousProducer(broker.bootstrap, topic, acks)
     prod.start()
     produced_at_last_kill = 0
