@@ -276,10 +276,14 @@ fn read_partition(
     first: bool,
 ) -> PartitionData {
     let Reader { request, fetcher, listener } = reader;
+    // Read once, the last stable offset first: the high watermark read after it is at
+    // least as high, and the data, the aborted transactions and the answer all use these.
+    let last_stable_offset = p.last_stable_offset();
+    let high_watermark = p.high_watermark();
     let mut pd = PartitionData {
         partition_index: fp.partition,
-        high_watermark: p.high_watermark(),
-        last_stable_offset: p.last_stable_offset(),
+        high_watermark,
+        last_stable_offset,
         log_start_offset: p.log.log_start_offset(),
         records: Some(RecordSet::new()),
         ..Default::default()
@@ -323,16 +327,18 @@ fn read_partition(
             broker.config.node_id,
             fetcher.replica_id,
         );
+    let bound = upper.bound(high_watermark, last_stable_offset);
     let read = if throttled && broker.leader_quota.exceeded() {
         Ok(RecordSet::new())
     } else {
-        p.read_for_fetch(fp.fetch_offset, limit, min_one, upper)
+        p.read_for_fetch(fp.fetch_offset, limit, min_one, bound)
     };
     match read {
         Ok(data) => {
             if upper == ReadUpper::LastStable {
-                pd.aborted_transactions =
-                    aborted(p, fp.fetch_offset, pd.last_stable_offset, !data.is_empty());
+                // Over exactly the range read: a transaction aborted after the bound was
+                // read is not in the data.
+                pd.aborted_transactions = aborted(p, fp.fetch_offset, bound, !data.is_empty());
             }
             if throttled {
                 broker.leader_quota.record(data.len());

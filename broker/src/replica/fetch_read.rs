@@ -30,10 +30,13 @@ pub enum ReadUpper {
 }
 
 impl ReadUpper {
-    fn offset(self, p: &Partition) -> i64 {
+    /// The bound itself, from the high watermark and last stable offset a fetch read once
+    /// (both move while it runs; the data, the aborted transactions and the offsets a
+    /// response reports must all come from one reading of them).
+    pub fn bound(self, high_watermark: i64, last_stable_offset: i64) -> i64 {
         match self {
-            ReadUpper::HighWatermark => p.high_watermark(),
-            ReadUpper::LastStable => p.last_stable_offset(),
+            ReadUpper::HighWatermark => high_watermark,
+            ReadUpper::LastStable => last_stable_offset,
             ReadUpper::LogEnd => i64::MAX,
         }
     }
@@ -44,24 +47,27 @@ fn read(
     offset: i64,
     max_bytes: usize,
     min_one: bool,
-    upper: ReadUpper,
+    bound: i64,
 ) -> Result<LogReadInfo, ReadError> {
-    Ok(p.log.read(offset, max_bytes, upper.offset(p), min_one)?)
+    Ok(p.log.read(offset, max_bytes, bound, min_one)?)
 }
 
-/// Whole batches from `offset`, within `max_bytes` (at least one batch with `min_one`).
+/// Whole batches from `offset` below `bound` (a [`ReadUpper::bound`], read once by the
+/// caller: a read_committed fetch that read the last stable offset twice could return
+/// data past the bound its aborted transactions were collected for), within
+/// `max_bytes` (at least one batch with `min_one`).
 pub(super) fn read_for_fetch(
     p: &Partition,
     offset: i64,
     max_bytes: usize,
     min_one: bool,
-    upper: ReadUpper,
+    bound: i64,
 ) -> Result<RecordSet, ReadError> {
     // A caught-up consumer (most partitions of most fetches): nothing to look up.
-    if upper != ReadUpper::LogEnd && offset == upper.offset(p) && offset >= p.log.log_start_offset() {
+    if bound != i64::MAX && offset == bound && offset >= p.log.log_start_offset() {
         return Ok(RecordSet::new());
     }
-    let slice = read(p, offset, max_bytes, min_one, upper)?.records;
+    let slice = read(p, offset, max_bytes, min_one, bound)?.records;
     if slice.len() as usize >= SENDFILE_MIN_BYTES {
         let first = slice.first_batch_header().map_err(ReadError::Io)?;
         if first.is_some_and(|h| h.records_count != 0) {
@@ -72,13 +78,12 @@ pub(super) fn read_for_fetch(
         }
     }
     let mut data = slice.read_bytes().map_err(ReadError::Io)?;
-    let limit = upper.offset(p);
     for _ in 0..64 {
         let Some(next) = next_offset_if_only_empty_batches(&data) else { break };
-        if next >= limit || data.len() >= max_bytes {
+        if next >= bound || data.len() >= max_bytes {
             break;
         }
-        let more = read(p, next, max_bytes - data.len(), false, upper)?;
+        let more = read(p, next, max_bytes - data.len(), false, bound)?;
         let more = more.records.read_bytes().map_err(ReadError::Io)?;
         if more.is_empty() {
             break;

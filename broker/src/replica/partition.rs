@@ -724,8 +724,8 @@ impl Partition {
         offset: i64,
         max_bytes: usize,
         min_one: bool,
-        upper: super::ReadUpper,
+        bound: i64,
     ) -> Result<RecordSet, super::ReadError> {
-        super::fetch_read::read_for_fetch(self, offset, max_bytes, min_one, upper)
+        super::fetch_read::read_for_fetch(self, offset, max_bytes, min_one, bound)
     }
 }
