@@ -5,7 +5,7 @@
 //! on the blocking pool since it touches files.
 
 use crate::broker::Broker;
-use crate::handlers::now_ms;
+use crate::clock::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;

@@ -19,6 +19,7 @@ mod send;
 
 use crate::broker::Broker;
 use crate::handlers;
+use crate::handlers::context::{ListenerKind, RequestContext};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use strata_protocol::codec::Chunk;
@@ -28,28 +29,6 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
-
-/// Which API table a listener serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListenerKind {
-    /// A client listener (`PLAINTEXT`, the inter-broker listener): the Kafka APIs.
-    Broker,
-    /// A controller listener (`controller.listener.names`): the Raft RPCs and the
-    /// broker-to-controller APIs.
-    Controller,
-}
-
-/// Where a request came from, for handlers that answer per listener (Metadata and
-/// FindCoordinator return the endpoints of the listener the client used).
-#[derive(Debug, Clone)]
-pub struct RequestContext {
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// The listener's name.
-    pub listener: Arc<str>,
-    /// The listener's kind.
-    pub kind: ListenerKind,
-}
 
 /// A decoded frame: a request to handle, or a response the codec made itself
 /// (UNSUPPORTED_VERSION for ApiVersions).

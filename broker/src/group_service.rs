@@ -15,8 +15,8 @@
 //! and count as done once replicated (`acks=all`), in issue order per partition.
 
 use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::group::{Action, AppendId, GroupConfig, GroupCoordinator, RequestMeta, RequestToken, Response};
-use crate::handlers::now_ms;
 use crate::internal_topics::{self, PendingAppends, CONSUMER_OFFSETS};
 use crate::replica::Partition;
 use std::collections::{BTreeMap, HashMap, VecDeque};

@@ -6,7 +6,7 @@
 //! when nothing was due, and stopped by the broker's shutdown.
 
 use crate::broker::Broker;
-use crate::handlers::now_ms;
+use crate::clock::now_ms;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;

@@ -5,8 +5,9 @@
 //! Kafka-specific happens in `connection` and `handlers`.
 
 use crate::broker::{Broker, StartError};
-use crate::connection::{self, ListenerKind};
+use crate::connection;
 use crate::controller::raft::MetadataQuorum;
+use crate::handlers::context::ListenerKind;
 use crate::lifecycle::Lifecycle;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! (controllers, KIP-919) is refused: clients reach the cluster through brokers.
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use crate::handlers::context::RequestContext;
 use strata_protocol::messages::describe_cluster::{
     DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse,
 };

@@ -5,7 +5,7 @@
 //! retries. Batched keys from v4 (KIP-699).
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use crate::handlers::context::RequestContext;
 use crate::internal_topics::CONSUMER_OFFSETS;
 use crate::txn_service::TRANSACTION_STATE;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! Metadata, not on Produce).
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use crate::handlers::context::RequestContext;
 use crate::internal_topics::CONSUMER_OFFSETS;
 use crate::metadata::{MetadataImage, TopicImage};
 use crate::topics::validate_topic_name;

@@ -4,6 +4,7 @@
 
 mod admin_configs;
 mod api_versions;
+pub mod context;
 pub mod controller;
 mod create_partitions;
 mod create_topics;
@@ -26,11 +27,10 @@ mod partition_reassignments;
 mod produce;
 mod transactions;
 
-pub use crate::clock::now_ms;
 pub use describe_log_dirs::LogDirError;
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use context::RequestContext;
 use std::sync::Arc;
 use strata_protocol::codec::Chunk;
 use strata_protocol::{encode_response, ApiKey, Request, RequestBody, RequestHeader, ResponseBody};
