@@ -1,8 +1,9 @@
 //! Acting on metadata: every published image is applied to the hosted partitions
 //! (roles, creation, deletion), the replica fetchers are pointed at the new leaders,
-//! and the coordinators learn which of their partitions this broker now leads. Once the
-//! broker has applied the metadata up to its own registration it is ready to be
-//! unfenced; once it has applied its unfencing, its client listeners open.
+//! and the coordinators learn which of their partitions this broker now leads. Nothing is
+//! applied before the broker has the metadata up to its own registration (its own log
+//! may be stale); once applied it is ready to be unfenced, and once it has applied its
+//! unfencing, its client listeners open.
 
 use crate::broker::Broker;
 use crate::lifecycle::Lifecycle;
@@ -10,7 +11,8 @@ use crate::metadata::MetadataImage;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-/// Applies images as they are published, until the broker is gone.
+/// Applies images as they are published, from the moment the broker has caught up with
+/// the quorum's metadata, until the broker is gone.
 pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
     let Some(b) = broker.upgrade() else { return };
     let mut rx = b.metadata.subscribe();
@@ -23,13 +25,18 @@ pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
         let epoch = b.broker_epoch();
         let caught_up = epoch >= 0 && image.applied_index as i64 >= epoch;
         let changed = applied.as_ref().is_none_or(|a| a.applied_index != image.applied_index);
-        if changed || (caught_up && !applied_ready) {
-            if let Some(id) = image.cluster_id.as_deref() {
-                if let Err(e) = b.adopt_cluster_id(id) {
-                    tracing::error!(error = %e, "this data directory belongs to another cluster; stopping");
-                    std::process::exit(1);
-                }
+        if let Some(id) = image.cluster_id.as_deref().filter(|_| changed) {
+            if let Err(e) = b.adopt_cluster_id(id) {
+                tracing::error!(error = %e, "this data directory belongs to another cluster; stopping");
+                std::process::exit(1);
             }
+        }
+        // Nothing reaches the partitions before the broker has caught up with the quorum's
+        // metadata (its registration applied), as in Kafka: a restarted broker's own
+        // metadata log may still name it leader of partitions that moved while it was down,
+        // and acting on that (a coordinator loading and sending markers, a leader's
+        // retention) would be a stale leader's work.
+        if caught_up && (changed || !applied_ready) {
             let previous = applied.clone();
             let next = image.clone();
             let broker2 = b.clone();
