@@ -44,21 +44,29 @@ class Batch:
         return (self.base_offset, self.last_offset, self.size, self.leader_epoch, self.crc)
 
 
-def read_batches(partition_dir: Path) -> list[Batch]:
-    """Every whole batch of the partition's segments, in offset order (a torn tail is ignored)."""
-    out: list[Batch] = []
+def _segment_batches(partition_dir: Path):
+    """(segment name, header fields, data, position) of every whole batch of the partition's
+    segments, in offset order (a torn tail is ignored)."""
     for path in sorted(partition_dir.glob("*.log")):
         data = path.read_bytes()
         pos = 0
         while pos + _HEADER.size <= len(data):
-            (base, length, epoch, magic, crc, attrs, last_delta, _bts, _mts, pid, pepoch, seq,
-             _count) = _HEADER.unpack_from(data, pos)
+            header = _HEADER.unpack_from(data, pos)
+            length, magic = header[1], header[3]
             size = 12 + length
             if length <= 0 or magic != 2 or pos + size > len(data):
                 break
-            out.append(Batch(base, base + last_delta, size, epoch, crc, pid, pepoch, seq,
-                             bool(attrs & _CONTROL), path.name))
+            yield path.name, header, data, pos
             pos += size
+
+
+def read_batches(partition_dir: Path) -> list[Batch]:
+    """Every whole batch of the partition's segments, in offset order (a torn tail is ignored)."""
+    out: list[Batch] = []
+    for name, header, _data, _pos in _segment_batches(partition_dir):
+        (base, length, epoch, _magic, crc, attrs, last_delta, _bts, _mts, pid, pepoch, seq, _count) = header
+        out.append(Batch(base, base + last_delta, 12 + length, epoch, crc, pid, pepoch, seq,
+                         bool(attrs & _CONTROL), name))
     return out
 
 
@@ -78,29 +86,22 @@ def read_values(partition_dir: Path) -> dict[int, tuple[bytes | None, int, int]]
     """offset -> (value, producer id, producer epoch) of every record of the uncompressed data
     batches of the partition's segments (control batches and compressed ones are skipped)."""
     out: dict[int, tuple[bytes | None, int, int]] = {}
-    for path in sorted(partition_dir.glob("*.log")):
-        data = path.read_bytes()
-        pos = 0
-        while pos + _HEADER.size <= len(data):
-            (base, length, _epoch, magic, _crc, attrs, _last_delta, _bts, _mts, pid, pepoch, _seq,
-             count) = _HEADER.unpack_from(data, pos)
-            size = 12 + length
-            if length <= 0 or magic != 2 or pos + size > len(data):
-                break
-            if not attrs & _CONTROL and not attrs & 0x07:
-                r = pos + _HEADER.size
-                for _ in range(count):
-                    rec_len, r = _varint(data, r)
-                    end = r + rec_len
-                    r += 1  # attributes
-                    _, r = _varint(data, r)  # timestamp delta
-                    delta, r = _varint(data, r)
-                    key_len, r = _varint(data, r)
-                    r += max(key_len, 0)
-                    value_len, r = _varint(data, r)
-                    out[base + delta] = (data[r:r + value_len] if value_len >= 0 else None, pid, pepoch)
-                    r = end
-            pos += size
+    for _name, header, data, pos in _segment_batches(partition_dir):
+        base, attrs, pid, pepoch, count = header[0], header[5], header[9], header[10], header[12]
+        if attrs & _CONTROL or attrs & 0x07:
+            continue
+        r = pos + _HEADER.size
+        for _ in range(count):
+            rec_len, r = _varint(data, r)
+            end = r + rec_len
+            r += 1  # attributes
+            _, r = _varint(data, r)  # timestamp delta
+            delta, r = _varint(data, r)
+            key_len, r = _varint(data, r)
+            r += max(key_len, 0)
+            value_len, r = _varint(data, r)
+            out[base + delta] = (data[r:r + value_len] if value_len >= 0 else None, pid, pepoch)
+            r = end
     return out
 
 
