@@ -12,7 +12,8 @@
 #   HARSH_SEEDS    seeds of the harsh mixed workload (4 partitions, fast idempotent and
 #                  transactional writers, a kill every 2-6 s), a count or a list (default 50)
 #   HARSH_SECONDS  its duration per seed                                     (default 120)
-# Env: STRATA_HARSH_RATE records/s per idempotent producer (default 2000); STRATA_COPIER_RECORDS,
+# Env: STRATA_HARSH_RATE records/s per idempotent producer (default 2000), STRATA_HARSH_DIR where
+# its per-seed reports go (default a new temp dir); STRATA_COPIER_RECORDS,
 # STRATA_COPIER_COPIERS, STRATA_COPIER_TERM_ROUNDS, STRATA_COPIER_KILL_ROUNDS size the copier run.
 #      STRATA_STREAMS_RUNS runs of the Kafka Streams exactly-once word count (default 5), each with
 #      STRATA_STREAMS_LINES lines (default 20000) and STRATA_STREAMS_KILLS kills (default 12) of
@@ -45,9 +46,20 @@ FAILED=0
 echo "==> nemesis: seeds $SEEDS, ${SECONDS_PER_SEED}s each"
 STRATA_NEMESIS_SEEDS=$SEEDS STRATA_NEMESIS_SECONDS=$SECONDS_PER_SEED \
     .venv/bin/python -m pytest tests/interop/test_cluster_nemesis.py -k queue_workload -p no:cacheprovider -ra || FAILED=1
-echo "==> harsh mixed workload: seeds $HARSH_SEEDS, ${HARSH_SECONDS}s each"
-STRATA_HARSH_SEEDS=$HARSH_SEEDS STRATA_HARSH_SECONDS=$HARSH_SECONDS STRATA_HARSH_RATE=${STRATA_HARSH_RATE:-2000} \
-    .venv/bin/python -m pytest tests/interop/test_cluster_nemesis.py -k harsh -p no:cacheprovider -ra || FAILED=1
+# One pytest per seed, so that a failed seed's report is written when it fails (a run of 50
+# seeds takes about three hours), each seed's workdir under $HARSH_DIR/s<seed>, its output in
+# $HARSH_DIR/seed-<seed>.log and one line per seed in $HARSH_DIR/summary.txt. The idempotent
+# producers' full librdkafka log is kept for failed seeds only.
+HARSH_DIR=${STRATA_HARSH_DIR:-$(mktemp -d -t strata-harsh-XXXXXX)}
+echo "==> harsh mixed workload: seeds $HARSH_SEEDS, ${HARSH_SECONDS}s each (reports in $HARSH_DIR)"
+for seed in ${HARSH_SEEDS//,/ }; do
+    STRATA_HARSH_SEEDS=$seed STRATA_HARSH_SECONDS=$HARSH_SECONDS STRATA_HARSH_RATE=${STRATA_HARSH_RATE:-2000} \
+        STRATA_HARSH_CLIENT_DEBUG=1 .venv/bin/python -m pytest tests/interop/test_cluster_nemesis.py -k harsh \
+        -p no:cacheprovider -ra --basetemp "$HARSH_DIR/s$seed" > "$HARSH_DIR/seed-$seed.log" 2>&1
+    rc=$?
+    echo "seed $seed: $([ $rc = 0 ] && echo passed || echo "FAILED (rc $rc)") $(date +%H:%M:%S)" | tee -a "$HARSH_DIR/summary.txt"
+    if [ $rc = 0 ]; then rm -f "$HARSH_DIR/s$seed"/*/producer*.log; else FAILED=1; fi
+done
 # Kafka's transaction system test with Kafka's verification clients (test_kafka_txn_copier.py),
 # longer than CI's: more records, 4 copiers, 3 SIGTERM rounds then 3 SIGKILL rounds.
 echo "==> Kafka's transactional copiers under bounces: ${STRATA_COPIER_RECORDS:-60000} records"
