@@ -32,11 +32,13 @@ pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
             }
         }
         // Nothing reaches the partitions before the broker has caught up with the quorum's
-        // metadata (its registration applied), as in Kafka: a restarted broker's own
-        // metadata log may still name it leader of partitions that moved while it was down,
-        // and acting on that (a coordinator loading and sending markers, a leader's
-        // retention) would be a stale leader's work.
-        if caught_up && (changed || !applied_ready) {
+        // metadata once (its first registration applied), as in Kafka: a restarted broker's
+        // own metadata log may still name it leader of partitions that moved while it was
+        // down, and acting on that (a coordinator loading and sending markers, a leader's
+        // retention) would be a stale leader's work. After that first catch-up every image
+        // is applied at once, through a later registration too (a broker the controller
+        // fenced must still learn at once that it leads nothing any more).
+        if (caught_up || applied_ready) && (changed || !applied_ready) {
             let previous = applied.clone();
             let next = image.clone();
             let broker2 = b.clone();
