@@ -154,6 +154,8 @@ def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
     return uuid.UUID(bytes=struct.pack(">qq", msb, lsb))
 
 
+@pytest.mark.kafka_xfail("a Fetch v15 refused by a broker outside the replicas: Strata names the leader in "
+                         "CurrentLeader, Kafka 4.4 leaves it out (to align in the broker)")
 def test_refused_produce_and_fetch_name_the_leader_and_its_endpoint(cluster_factory):
     c = cluster_factory(size=3)
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
@@ -212,6 +214,7 @@ def partition_tool(bootstrap: str, *args: str):
     return json.loads(p.stdout)
 
 
+@pytest.mark.strata_only("counts Metadata requests in Strata's metrics and drives Strata's CLI")
 def test_the_rust_clients_move_to_the_named_leader_without_a_metadata_request(cluster_factory):
     # No automatic rebalance: the election below is the only leadership change.
     c = cluster_factory(size=3, start=False, overrides={"auto.leader.rebalance.enable": "false"})
