@@ -107,8 +107,13 @@ def test_producer_ids_are_unique_across_brokers(cluster_factory):
     pids: list[int] = []
     for round_ in range(3):
         for node in range(3):
-            with wire.Conn(c.nodes[node].port) as conn:
-                error, pid, _epoch = init_producer_id(conn)
+            # COORDINATOR_LOAD_IN_PROGRESS (14) just after a start is retried, as clients do
+            # (Kafka answers it while its producer id manager waits for its first block).
+            def granted():
+                with wire.Conn(c.nodes[node].port) as conn:
+                    answer = init_producer_id(conn)
+                return None if answer[0] == 14 else answer
+            error, pid, _epoch = wait_until(granted, 30, f"InitProducerId on node {node}")
             assert error == 0, f"InitProducerId on node {node}: error {error}"
             pids.append(pid)
         c.kill(round_)
