@@ -132,3 +132,23 @@ def without_resends(report: history.Report, sends, polls, data_dirs, topic: str,
     counts = {k: v for k, v in report.counts.items() if k != history.DUPLICATE}
     anomalies = {k: v for k, v in report.anomalies.items() if k != history.DUPLICATE}
     return dataclasses.replace(report, counts=counts, anomalies=anomalies), resends
+
+
+def without_copied_resends(copy_report: history.Report, resends: list[Resend], out_polls) -> history.Report:
+    """The copy's report without its duplicates when each is a proven re-send of the input
+    (`resends`) copied once per input copy: two input records, two output records, nothing else
+    stored twice. Otherwise the report as it is."""
+    if not copy_report.counts.get(history.DUPLICATE) or not resends:
+        return copy_report
+    positions: dict = defaultdict(set)
+    for p in out_polls:
+        positions[p.value].add((p.partition, p.offset))
+    duplicated = duplicated_values(positions)
+    resent = {r.value for r in resends}
+    if set(duplicated) - resent or any(len(ps) != 2 for ps in duplicated.values()):
+        return copy_report
+    if len(duplicated) != copy_report.counts[history.DUPLICATE]:
+        return copy_report
+    counts = {k: v for k, v in copy_report.counts.items() if k != history.DUPLICATE}
+    anomalies = {k: v for k, v in copy_report.anomalies.items() if k != history.DUPLICATE}
+    return dataclasses.replace(copy_report, counts=counts, anomalies=anomalies)

@@ -4,6 +4,8 @@ workload's seed 3, librdkafka issue 4953); every near miss stays a duplicate."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,20 @@ def test_the_report_loses_its_duplicates_only_when_every_one_is_proven(tmp_path)
     # Without the log's proof nothing is taken away.
     kept, resends = cr.without_resends(report, sends, polls, dirs, "t", {"s3f0": tmp_path / "missing.log"})
     assert kept.found() == {history.DUPLICATE} and resends == []
+
+
+def test_the_copy_of_a_resent_value_may_hold_it_once_per_input_copy(tmp_path):
+    dirs = seed3_log(tmp_path)
+    resends, _ = cr.explain({"s3f0-3": {(0, 2), (0, 3)}}, {}, dirs, "t", {"s3f0": BUMP})
+    sends = [history.Send(v, 0, o) for o, v in enumerate(["s3f0-1", "s3f0-2", "s3f0-3"])]
+    out = [history.Poll("out", 1, o, v, topic="out") for o, v in enumerate(["s3f0-1", "s3f0-2", "s3f0-3", "s3f0-3"])]
+    copy = history.check([dataclasses.replace(s, topic="in") for s in sends], out, drained=True)
+    assert copy.found() == {history.DUPLICATE}
+    assert cr.without_copied_resends(copy, resends, out).ok
+    # Three output copies, or a value that was not re-sent, stay duplicates.
+    three = out + [history.Poll("out", 1, 4, "s3f0-3", topic="out")]
+    copy3 = history.check([dataclasses.replace(s, topic="in") for s in sends], three, drained=True)
+    assert cr.without_copied_resends(copy3, resends, three).found() == {history.DUPLICATE}
+    other = out[:3] + [history.Poll("out", 1, 3, "s3f0-1", topic="out")]
+    copy_other = history.check([dataclasses.replace(s, topic="in") for s in sends], other, drained=True)
+    assert cr.without_copied_resends(copy_other, resends, other).found() == {history.DUPLICATE}
