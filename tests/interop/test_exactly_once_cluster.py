@@ -124,6 +124,9 @@ def committed_words(bootstrap: str, topic: str) -> dict[str, list[int]]:
 
 
 @pytest.mark.timeout(420)
+@pytest.mark.kafka_xfail("Kafka 4.4 advertises InitProducerId v6 (KIP-939) only among its unstable API versions; "
+                         "with unstable.api.versions.enable it answers the two-phase-commit InitProducerId "
+                         "UNSUPPORTED_VERSION")
 def test_wordcount_is_exactly_once_when_the_transaction_coordinator_dies(cluster_factory, tmp_path):
     c = cluster_factory(overrides={"transaction.two.phase.commit.enable": "true"})
     in_topic, out_topic, group = unique_topic("eos-in"), unique_topic("eos-out"), unique_topic("eos-g")
