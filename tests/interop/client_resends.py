@@ -118,7 +118,7 @@ def without_resends(report: history.Report, sends, polls, data_dirs, topic: str,
     positions: dict = defaultdict(set)
     acked = {}
     for s in sends:
-        if s.status == history.OK:
+        if s.status == history.OK and s.offset is not None:  # an implicit ack names no offset
             positions[s.value].add((s.partition, s.offset))
             acked[s.value] = (s.partition, s.offset)
     for p in polls:

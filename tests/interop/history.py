@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Hashable, Iterable
 
 # Send status.
-OK = "ok"  # acknowledged at `offset`
+OK = "ok"  # acknowledged at `offset` (None: acknowledged without one, as librdkafka's implicit acks)
 FAIL = "fail"  # definitely not written (e.g. refused)
 INFO = "info"  # indeterminate: may or may not be in the log
 
@@ -75,7 +75,7 @@ class Send:
 
     value: Hashable
     partition: int | None = None
-    offset: int | None = None  # the acknowledged offset (status OK)
+    offset: int | None = None  # the acknowledged offset (status OK; None if the ack named none)
     status: str = OK
     producer: str | None = None  # producer session, for nonmonotonic-send
     txn: str | None = None  # key of a `Txn`
@@ -160,8 +160,8 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
     for s in sends:
         if s.status not in (OK, FAIL, INFO):
             raise ValueError(f"bad send status {s.status!r}")
-        if s.status == OK and (s.partition is None or s.offset is None):
-            raise ValueError(f"acknowledged send without partition/offset: {s}")
+        if s.status == OK and s.partition is None:
+            raise ValueError(f"acknowledged send without a partition: {s}")
         if s.txn is not None and s.txn not in txn_by_id:
             raise ValueError(f"send {s.value!r} names unknown transaction {s.txn!r}")
     for t in txn_by_id.values():
@@ -195,7 +195,7 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
     at: dict[tuple[str, int, int], set] = defaultdict(set)
     where: dict[tuple[str, Hashable], set[tuple[int, int]]] = defaultdict(set)
     for s in sends:
-        if s.status == OK:
+        if s.status == OK and s.offset is not None:
             at[(s.topic, s.partition, s.offset)].add(s.value)
             where[(s.topic, s.value)].add((s.partition, s.offset))
     for p in polls:
@@ -238,7 +238,7 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
         if s.status != OK or s.value in read_values or not committed_visible(s.value):
             continue
         ex = {"value": s.value, "partition": s.partition, "offset": s.offset, "txn": s.txn}
-        if drained or s.offset < max_read.get((s.topic, s.partition), -1):
+        if drained or (s.offset is not None and s.offset < max_read.get((s.topic, s.partition), -1)):
             out.add(LOST_WRITE, ex)
         else:
             unseen.append(ex)
@@ -246,7 +246,7 @@ def check(sends: Iterable[Send], polls: Iterable[Poll], txns: Iterable[Txn] = ()
     # Sends: per producer and partition, offsets increase in send order.
     last_sent: dict[tuple[str, int], Send] = {}
     for s in sends:
-        if s.status != OK or s.producer is None:
+        if s.status != OK or s.producer is None or s.offset is None:
             continue
         key = (s.producer, s.topic, s.partition)
         prev = last_sent.get(key)

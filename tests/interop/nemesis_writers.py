@@ -54,6 +54,8 @@ class FastProducer:
             if err is not None:
                 self.failed[n] = str(err)
             else:
+                # librdkafka acknowledges a batch whose answer was lost, once a later batch of
+                # the partition succeeded, without an offset (an "implicit ack"): None here.
                 self.acks[n] = (msg.partition(), msg.offset())
         return cb
 

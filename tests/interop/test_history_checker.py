@@ -179,8 +179,20 @@ def test_malformed_history_is_refused():
         h.check([Send("a", 0, 0), Send("a", 0, 1)], [])
     with pytest.raises(ValueError, match="unknown transaction"):
         h.check([Send("a", 0, 0, txn="nope")], [])
-    with pytest.raises(ValueError, match="without partition/offset"):
+    with pytest.raises(ValueError, match="without a partition"):
         h.check([Send("a")], [])
+
+
+def test_an_acknowledgement_without_an_offset_must_still_be_read():
+    # librdkafka's implicit ack: success, no offset. Read anywhere: fine; never read once the
+    # readers drained everything: lost; not drained: unseen. It orders no other send.
+    sends = [Send("a", 0, 0, producer="p"), Send("b", 0, None, producer="p"), Send("c", 0, 2, producer="p")]
+    assert h.check(sends, reads([("a", 0), ("b", 1), ("c", 2)]), drained=True).ok
+    lost = h.check(sends, reads([("a", 0), ("c", 2)]), drained=True)
+    assert lost.found() == {h.LOST_WRITE} and lost.anomalies[h.LOST_WRITE][0]["value"] == "b"
+    assert h.check(sends, reads([("a", 0), ("c", 2)])).ok
+    # Read at two offsets, it is still a duplicate.
+    assert h.check(sends, reads([("a", 0), ("b", 1), ("c", 2), ("b", 3)]), drained=True).found() == {h.DUPLICATE}
 
 
 def test_pipeline_positions_are_per_topic():
