@@ -115,23 +115,15 @@ def without_resends(report: history.Report, sends, polls, data_dirs, topic: str,
     `debug_logs`: producer tag -> the path of its librdkafka debug log."""
     if not report.counts.get(history.DUPLICATE):
         return report, []
-    positions: dict = defaultdict(set)
-    acked = {}
-    for s in sends:
-        if s.status == history.OK and s.offset is not None:  # an implicit ack names no offset
-            positions[s.value].add((s.partition, s.offset))
-            acked[s.value] = (s.partition, s.offset)
-    for p in polls:
-        positions[p.value].add((p.partition, p.offset))
-    duplicates = duplicated_values(positions)
+    # An implicit acknowledgement names no offset, so no position.
+    acked = {s.value: (s.partition, s.offset) for s in sends if s.status == history.OK and s.offset is not None}
+    duplicates = duplicated_values(_positions(polls, acked))
     logs = {tag: path.read_text(errors="replace") for tag, path in debug_logs.items()
             if path is not None and path.exists()}
     resends, rest = explain(duplicates, acked, data_dirs, topic, logs)
     if rest or len(resends) != report.counts[history.DUPLICATE]:
         return report, resends
-    counts = {k: v for k, v in report.counts.items() if k != history.DUPLICATE}
-    anomalies = {k: v for k, v in report.anomalies.items() if k != history.DUPLICATE}
-    return dataclasses.replace(report, counts=counts, anomalies=anomalies), resends
+    return _without_duplicates(report), resends
 
 
 def without_copied_resends(copy_report: history.Report, resends: list[Resend], out_polls) -> history.Report:
@@ -140,15 +132,26 @@ def without_copied_resends(copy_report: history.Report, resends: list[Resend], o
     stored twice. Otherwise the report as it is."""
     if not copy_report.counts.get(history.DUPLICATE) or not resends:
         return copy_report
-    positions: dict = defaultdict(set)
-    for p in out_polls:
-        positions[p.value].add((p.partition, p.offset))
-    duplicated = duplicated_values(positions)
+    duplicated = duplicated_values(_positions(out_polls))
     resent = {r.value for r in resends}
     if set(duplicated) - resent or any(len(ps) != 2 for ps in duplicated.values()):
         return copy_report
     if len(duplicated) != copy_report.counts[history.DUPLICATE]:
         return copy_report
-    counts = {k: v for k, v in copy_report.counts.items() if k != history.DUPLICATE}
-    anomalies = {k: v for k, v in copy_report.anomalies.items() if k != history.DUPLICATE}
-    return dataclasses.replace(copy_report, counts=counts, anomalies=anomalies)
+    return _without_duplicates(copy_report)
+
+
+def _positions(polls, acked: dict | None = None) -> dict:
+    """value -> every (partition, offset) the reads and the acknowledgements put it at."""
+    positions: dict = defaultdict(set)
+    for value, position in (acked or {}).items():
+        positions[value].add(position)
+    for p in polls:
+        positions[p.value].add((p.partition, p.offset))
+    return positions
+
+
+def _without_duplicates(report: history.Report) -> history.Report:
+    counts = {k: v for k, v in report.counts.items() if k != history.DUPLICATE}
+    anomalies = {k: v for k, v in report.anomalies.items() if k != history.DUPLICATE}
+    return dataclasses.replace(report, counts=counts, anomalies=anomalies)
