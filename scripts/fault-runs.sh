@@ -22,6 +22,9 @@
 #      STRATA_FLINK_LINES lines (default 10000), STRATA_FLINK_KILLS job crashes on one node
 #      (default 12) and STRATA_FLINK_CLUSTER_KILLS job and broker kills on three nodes (default 12)
 #      (CI: 1200 lines, 2 and 3 kills).
+#      STRATA_CONNECT_RUNS runs of Kafka Connect's exactly-once source (default 5), each on one
+#      node and on three with STRATA_CONNECT_RECORDS values per task (default 4000) and
+#      STRATA_CONNECT_KILLS kills of workers and brokers (default 12) (CI: 1000 values, 3 kills).
 # Every cluster test ends with the replica audit (tests/interop/replica_audit.py).
 # Needs what scripts/test.sh installs (.venv, kcat); builds the release broker.
 set -uo pipefail
@@ -83,5 +86,11 @@ for i in $(seq 1 "$FLINK_RUNS"); do
     STRATA_FLINK_LINES=${STRATA_FLINK_LINES:-10000} STRATA_FLINK_KILLS=${STRATA_FLINK_KILLS:-12} \
         STRATA_FLINK_CLUSTER_KILLS=${STRATA_FLINK_CLUSTER_KILLS:-12} \
         .venv/bin/python -m pytest tests/interop/test_flink.py -p no:cacheprovider -ra || FAILED=1
+done
+CONNECT_RUNS=${STRATA_CONNECT_RUNS:-5}
+for i in $(seq 1 "$CONNECT_RUNS"); do
+    echo "==> Kafka Connect exactly-once source, run $i of $CONNECT_RUNS"
+    STRATA_CONNECT_RECORDS=${STRATA_CONNECT_RECORDS:-4000} STRATA_CONNECT_KILLS=${STRATA_CONNECT_KILLS:-12} \
+        .venv/bin/python -m pytest tests/interop/test_kafka_connect.py -p no:cacheprovider -ra || FAILED=1
 done
 [ "$FAILED" = 0 ] && echo "all fault runs passed" || { echo "FAILED: see above"; exit 1; }

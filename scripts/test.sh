@@ -17,8 +17,8 @@
 #     (/usr/local/go), which must be at least go.mod's `go` line; the tests build them offline;
 #   - the Java client (kafka-clients at each version of tests/java/kafka-versions) via Maven into
 #     ~/.m2; the tests copy the classpaths with `mvn -o` and compile with javac.
-#   - Kafka Streams (tests/java-streams) and Flink (tests/java-flink), modules of their own, the
-#     same way.
+#   - Kafka Streams (tests/java-streams), Flink (tests/java-flink) and Kafka Connect
+#     (tests/java-connect), modules of their own, the same way.
 #
 # Usage: scripts/test.sh [extra pytest args, e.g. -k crash -x]
 # Env:   STRATA_SKIP_INSTALL=1  skip the install step (offline re-runs)
@@ -127,11 +127,13 @@ install_java_modules() {
 
 # The JVM applications with a Maven module of their own, so that their classpaths stay off the
 # kafka-clients ones above: the Kafka Streams word count (tests/java-streams,
-# tests/interop/test_kafka_streams.py) and the Flink word count (tests/java-flink,
-# tests/interop/test_flink.py). Each is resolved into ~/.m2 once (stamped by its pom's hash), then
+# tests/interop/test_kafka_streams.py), the Flink word count (tests/java-flink,
+# tests/interop/test_flink.py) and Kafka Connect's worker with our source connector
+# (tests/java-connect, tests/interop/test_kafka_connect.py). Each is resolved into ~/.m2 once (stamped by its pom's hash), then
 # copied with `mvn -o` by its test, offline.
 STREAMS_DIR="tests/java-streams"
 FLINK_DIR="tests/java-flink"
+CONNECT_DIR="tests/java-connect"
 install_java_module() { # install_java_module DIR WHAT
     local dir=$1 what=$2 want stamp out
     want=$(hash_of "$dir/pom.xml")
@@ -147,6 +149,7 @@ install_java_module() { # install_java_module DIR WHAT
 }
 install_java_streams() { install_java_module "$STREAMS_DIR" kafka-streams; }
 install_java_flink() { install_java_module "$FLINK_DIR" "Flink and flink-connector-kafka"; }
+install_java_connect() { install_java_module "$CONNECT_DIR" "Kafka Connect (connect-runtime)"; }
 
 install_deps() {
     if ! command -v kcat >/dev/null 2>&1; then
@@ -195,6 +198,7 @@ install_deps() {
     install_java_modules || return 1
     install_java_streams || return 1
     install_java_flink || return 1
+    install_java_connect || return 1
 
     local js="tests/interop/js" jstamp="tests/interop/js/node_modules/.strata-lock"
     local jwant; jwant=$(hash_of "$js/package-lock.json")
