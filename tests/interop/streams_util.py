@@ -61,13 +61,14 @@ class StreamsApp(ModuleApp):
     WHAT = "kafka-streams"
 
     def command(self, bootstrap: str, application_id: str, input_topic: str, output_topic: str,
-                state_dir: Path) -> list[str]:
+                state_dir: Path, replication: int = 3) -> list[str]:
         """The java command line of one word count instance. `STRATA_STREAMS_GUARANTEE` (default
         exactly_once_v2) sets its processing.guarantee: at_least_once is the checker's negative
-        control, which is expected to fail under kills."""
+        control, which is expected to fail under kills. `replication` is the internal topics'
+        replication factor (1 on a one-node cluster)."""
         cp = os.pathsep.join([str(self.classes), f"{self.lib}/*"])
         guarantee = os.environ.get("STRATA_STREAMS_GUARANTEE", "exactly_once_v2")
-        return ["java", *JVM_FLAGS, f"-Dstrata.guarantee={guarantee}", "-cp", cp, MAIN, bootstrap, application_id, input_topic, output_topic,
+        return ["java", *JVM_FLAGS, f"-Dstrata.guarantee={guarantee}", f"-Dstrata.replication={replication}", "-cp", cp, MAIN, bootstrap, application_id, input_topic, output_topic,
                 str(state_dir)]
 
 
@@ -76,8 +77,9 @@ class Instance:
     (exactly-once Streams then wipes its uncommitted local state and restores from the
     changelog). stdout and stderr go to one log file, appended across restarts."""
 
-    def __init__(self, app: StreamsApp, name: str, workdir: Path, args: tuple[str, str, str, str]):
-        self.app, self.name, self.args = app, name, args
+    def __init__(self, app: StreamsApp, name: str, workdir: Path, args: tuple[str, str, str, str],
+                 replication: int = 3):
+        self.app, self.name, self.args, self.replication = app, name, args, replication
         self.state_dir = workdir / f"{name}-state"
         self.log = workdir / f"{name}.log"
         self.proc: subprocess.Popen | None = None
@@ -89,7 +91,7 @@ class Instance:
         with open(self.log, "ab") as log:
             log.write(f"=== start {self.starts}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(self.app.command(*self.args[:4], self.state_dir), stdout=log,
+            self.proc = subprocess.Popen(self.app.command(*self.args[:4], self.state_dir, self.replication), stdout=log,
                                          stderr=subprocess.STDOUT)
 
     def alive(self) -> bool:

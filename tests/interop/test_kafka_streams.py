@@ -1,12 +1,14 @@
-"""Kafka Streams exactly-once (`processing.guarantee=exactly_once_v2`) on a 3-node cluster, through
-SIGKILLs of the application and of brokers (issue 31, the Kafka Streams part).
+"""Kafka Streams exactly-once (`processing.guarantee=exactly_once_v2`) on one node and on a 3-node
+cluster, through SIGKILLs of the application and of brokers (issue 31, the Kafka Streams part).
 
 The application is a real Kafka Streams word count (tests/java-streams): lines -> words,
 repartitioned by word through an internal topic, counted in a persistent state store backed by a
 changelog topic, every new count written to the output. Two instances run as separate JVMs in one
-application id, so their tasks move between them when one dies. While a feeder produces lines, a
-driver SIGKILLs an instance at random points (and starts it again on the same state dir), and
-SIGKILLs one broker at a time (and starts it again). Exactly-once here rests on the broker: the
+application id, so their tasks move between them when one dies, each keeping a standby copy of
+the other's stores (one standby replica). While a feeder produces lines, a driver SIGKILLs an
+instance at random points (and starts it again on the same state dir), and SIGKILLs one broker at
+a time (and starts it again; on one node the whole cluster is down meanwhile); near the end one
+instance leaves for good and the other finishes alone. Exactly-once here rests on the broker: the
 transactional producer per stream thread, TxnOffsetCommit with the group generation fencing a
 zombie (KIP-447), aborted transactions hidden from read_committed readers, producer fencing by
 transactional id epochs, and transaction markers surviving a coordinator's or a leader's death.
@@ -116,21 +118,30 @@ def in_sync_everywhere(c, topics: set[str]) -> bool:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("size", [1, 3], ids=["one-node", "three-nodes"])
 def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(cluster_factory, streams_app,
-                                                                              tmp_path):
+                                                                              tmp_path, size):
     lines = int(os.environ.get("STRATA_STREAMS_LINES", "3000"))
     kills = int(os.environ.get("STRATA_STREAMS_KILLS", "4"))
     seed = int(os.environ.get("STRATA_STREAMS_SEED") or random.randrange(1 << 30))
     print(f"seed {seed} (STRATA_STREAMS_SEED={seed} repeats its choices)")
     rng = random.Random(seed)
 
-    c = cluster_factory()
+    overrides = {}
+    if size == 1:
+        overrides = {"offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+                     "transaction.state.log.min.isr": "1"}
+    c = cluster_factory(size=size, overrides=overrides)
     app_id = unique_topic("wc-app")
     in_topic, out_topic = unique_topic("wc-in"), unique_topic("wc-out")
     for t in (in_topic, out_topic):
-        create(c.bootstrap, t, partitions=PARTS, config={"min.insync.replicas": "2"})
-    instances = [Instance(streams_app, f"app{i}", tmp_path, (c.bootstrap, app_id, in_topic, out_topic))
+        create(c.bootstrap, t, partitions=PARTS, rf=size, config={"min.insync.replicas": "2" if size > 1 else "1"})
+    instances = [Instance(streams_app, f"app{i}", tmp_path, (c.bootstrap, app_id, in_topic, out_topic), size)
                  for i in range(2)]
+    gone: list[Instance] = []  # the instance that left for good, near the end
+
+    def live() -> list[Instance]:
+        return [i for i in instances if i not in gone]
 
     def logs() -> str:
         return "\n".join(f"--- {i.name} (started {i.starts} times), log tail ---\n{i.tail()}" for i in instances)
@@ -138,7 +149,7 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
     def check_alive() -> None:
         """An instance that exits by itself (not killed by the driver) is a failure: Kafka
         Streams survives a broker's death and a rebalance."""
-        for i in instances:
+        for i in live():
             assert i.alive(), f"{i.name} exited by itself ({i.proc.returncode}) (seed {seed})\n{logs()}"
 
     try:
@@ -164,17 +175,26 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
 
         def restart_broker(k: int) -> None:
             """SIGKILL one broker (a partition leader, maybe a transaction or group
-            coordinator); sometimes an instance dies too while it is down; then restart it and
-            wait until it is back in every ISR, so the next kill leaves two in sync."""
+            coordinator; on one node, the whole cluster); sometimes an instance dies too while
+            it is down (started again once the broker is back); then restart it and, on three
+            nodes, wait until it is back in every ISR, so the next kill leaves two in sync."""
             node = rng.randrange(c.size)
             print(f"kill {k}: SIGKILL broker {node} at line {feeder.sent}")
             c.kill(node)
             time.sleep(rng.uniform(0.5, 4.0))
             check_alive()
-            if rng.random() < 0.3:
-                restart_app(k)
+            victim = rng.choice(instances) if rng.random() < 0.3 else None
+            if victim is not None:
+                print(f"kill {k}: SIGKILL {victim.name} at line {feeder.sent}")
+                victim.kill()
+                time.sleep(rng.uniform(0.5, 2.0))
             c.start_node(node)
-            wait_until(lambda: in_sync_everywhere(c, topics), 120, f"broker {node} back in every ISR")
+            if victim is not None:
+                victim.start()
+            if size > 1:
+                wait_until(lambda: in_sync_everywhere(c, topics), 120, f"broker {node} back in every ISR")
+            wait_until(lambda: (check_alive(), all(i.running() for i in instances))[1], 120,
+                       f"both instances RUNNING after broker {node}'s restart")
 
         # Application and broker kills at random points of the input: the first two one of each,
         # then either.
@@ -185,6 +205,12 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
                 restart_app(k)
             else:
                 restart_broker(k)
+        # One instance leaves for good (SIGKILLed, never restarted): the other takes all its
+        # tasks, from its standby copies, and finishes the input alone.
+        leaver = rng.choice(instances)
+        print(f"{leaver.name} leaves for good at line {feeder.sent}")
+        leaver.kill()
+        gone.append(leaver)
         wait_until(feeder.done, 300, "the input acknowledged")
         expected = feeder.result()
         total = sum(expected.values())
@@ -197,7 +223,7 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
             wait_until(all_counted, 180, f"all {total} words counted in the output")
         except TimeoutError as e:
             raise AssertionError(f"{e} (seed {seed})\n{logs()}") from e
-        for i in instances:
+        for i in live():
             problem = i.stop()
             assert problem is None, f"{problem}\n{logs()}"
     finally:

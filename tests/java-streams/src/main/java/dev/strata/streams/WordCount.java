@@ -35,7 +35,8 @@ import org.apache.kafka.streams.kstream.Produced;
  * fenced by the group coordinator.
  *
  * <p>Internal topics are created with replication factor 3 and min.insync.replicas 2 (the test's
- * cluster has 3 nodes, one of which may be down). Session timeouts are short so that a SIGKILLed
+ * cluster has 3 nodes, one of which may be down), or 1 and 1 with {@code -Dstrata.replication=1}.
+ * One standby replica of each task's state store is kept on the other instance. Session timeouts are short so that a SIGKILLed
  * instance's tasks move to the survivor in seconds. A stream thread that dies of an unexpected
  * error is replaced (and the error logged to stderr); the process exits non-zero if the whole
  * application reaches ERROR, so that its supervisor starts it again.
@@ -73,8 +74,14 @@ public final class WordCount {
         // Off: with the cache on, updates of a key within a commit interval are merged, so a
         // word's output would skip values (correct, but not the 1..n the checker asserts).
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
-        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 3);
-        p.put(StreamsConfig.topicPrefix(TopicConfig.MIN_IN_SYNC_REPLICAS_CONFIG), "2");
+        // -Dstrata.replication=1 on a one-node cluster (min.insync.replicas 1 there).
+        int replication = Integer.getInteger("strata.replication", 3);
+        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, replication);
+        p.put(StreamsConfig.topicPrefix(TopicConfig.MIN_IN_SYNC_REPLICAS_CONFIG), replication > 1 ? "2" : "1");
+        // A warm copy of each task's store on the other instance (restored from the changelog
+        // as it is written), so a task that moves there starts from it instead of from scratch;
+        // exactly-once Streams must then discard whatever the standby read past the last commit.
+        p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, 1);
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
         p.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG), 10000);
