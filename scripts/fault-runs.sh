@@ -17,7 +17,7 @@
 # STRATA_COPIER_COPIERS, STRATA_COPIER_TERM_ROUNDS, STRATA_COPIER_KILL_ROUNDS size the copier run.
 #      STRATA_STREAMS_RUNS runs of the Kafka Streams exactly-once word count (default 5), each with
 #      STRATA_STREAMS_LINES lines (default 20000) and STRATA_STREAMS_KILLS kills (default 12) of
-#      its instances and of brokers (CI: 3000 lines, 4 kills).
+#      its instances and of brokers, on one node and on three (CI: 3000 lines, 4 kills).
 #      STRATA_FLINK_RUNS runs of the Flink exactly-once word count (default 5), each with
 #      STRATA_FLINK_LINES lines (default 10000), STRATA_FLINK_KILLS job crashes on one node
 #      (default 12) and STRATA_FLINK_CLUSTER_KILLS job and broker kills on three nodes (default 12)
