@@ -19,9 +19,9 @@
 #      STRATA_STREAMS_LINES lines (default 20000) and STRATA_STREAMS_KILLS kills (default 12) of
 #      its instances and of brokers, on one node and on three (CI: 3000 lines, 4 kills).
 #      STRATA_FLINK_RUNS runs of the Flink exactly-once word count (default 5), each with
-#      STRATA_FLINK_LINES lines (default 10000), STRATA_FLINK_KILLS job crashes on one node
-#      (default 12) and STRATA_FLINK_CLUSTER_KILLS job and broker kills on three nodes (default 12)
-#      (CI: 1200 lines, 2 and 3 kills).
+#      STRATA_FLINK_LINES lines (default 10000), STRATA_FLINK_KILLS job and node kills on one
+#      node (default 12) and STRATA_FLINK_CLUSTER_KILLS job and broker kills on three nodes
+#      (default 12) (CI: 1200 lines, 3 kills each).
 #      STRATA_CONNECT_RUNS runs of Kafka Connect's exactly-once source (default 5), each on one
 #      node and on three with STRATA_CONNECT_RECORDS values per task (default 4000) and
 #      STRATA_CONNECT_KILLS kills of workers and brokers (default 12) (CI: 1000 values, 3 kills).

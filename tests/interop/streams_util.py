@@ -78,8 +78,9 @@ class Instance:
     changelog). stdout and stderr go to one log file, appended across restarts."""
 
     def __init__(self, app: StreamsApp, name: str, workdir: Path, args: tuple[str, str, str, str],
-                 replication: int = 3):
-        self.app, self.name, self.args, self.replication = app, name, args, replication
+                 **options):
+        """`options` are passed on to the app's `command` (the word count's `replication`)."""
+        self.app, self.name, self.args, self.options = app, name, args, options
         self.state_dir = workdir / f"{name}-state"
         self.log = workdir / f"{name}.log"
         self.proc: subprocess.Popen | None = None
@@ -91,7 +92,7 @@ class Instance:
         with open(self.log, "ab") as log:
             log.write(f"=== start {self.starts}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(self.app.command(*self.args[:4], self.state_dir, self.replication), stdout=log,
+            self.proc = subprocess.Popen(self.app.command(*self.args[:4], self.state_dir, **self.options), stdout=log,
                                          stderr=subprocess.STDOUT)
 
     def alive(self) -> bool:

@@ -11,8 +11,9 @@ it at the barrier and commits it when the checkpoint completes. Checkpoints are 
 the JVM and starts it again from the newest retained checkpoint (`execution.state-recovery.path`):
 first right after a checkpoint completed and before the sink committed it (the job halts itself
 on the driver's signal, HaltBeforeCommit.java), then by SIGKILL at random points. On one node
-with both of the sink's transaction naming strategies; on three (RF 3, min.insync.replicas 2)
-with SIGKILLs of the broker coordinating the open transaction too.
+with both of the sink's transaction naming strategies, the node itself SIGKILLed too (the whole
+cluster down: the job fails over inside its JVM until the node is back); on three (RF 3,
+min.insync.replicas 2) with SIGKILLs of the broker coordinating the open transaction.
 
 On the broker this rests on: InitProducerId per transactional id; a prepared transaction
 committed after the restart by a producer resumed from its id and epoch (EndTxn with no
@@ -41,7 +42,7 @@ import time
 
 import pytest
 
-from flink_util import FlinkApp, FlinkJob, latest_checkpoint
+from flink_util import FlinkApp, FlinkJob, completed_checkpoints, latest_checkpoint
 from test_exactly_once_cluster import PARTS, committed_words, coordinator_of
 from test_kafka_streams import LineFeeder, check_word_counts, in_sync_everywhere
 from test_replication import create
@@ -144,14 +145,37 @@ def run_word_count(bootstrap: str, flink_app: FlinkApp, tmp_path, kills: int, cr
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("naming", ["INCREMENTING", "POOLING"])
-def test_flink_word_count_is_exactly_once_through_job_kills(broker_factory, flink_app, tmp_path, monkeypatch, naming):
+def test_flink_word_count_is_exactly_once_through_job_and_broker_kills_on_one_node(cluster_factory, flink_app,
+                                                                                   tmp_path, monkeypatch, naming):
     """One node. The sink's transaction naming strategies find the lingering transactions of a
     crashed job differently: INCREMENTING (a new transactional id per checkpoint) probes ids
-    with InitProducerId, POOLING (ids reused from a pool) lists them with ListTransactions."""
+    with InitProducerId, POOLING (ids reused from a pool) lists them with ListTransactions. The
+    node is SIGKILLed too: every open transaction, the coordinator's state and the group are
+    recovered from its logs alone."""
     monkeypatch.setenv("STRATA_FLINK_NAMING", naming)
-    b = broker_factory()
-    run_word_count(b.bootstrap, flink_app, tmp_path, int(os.environ.get("STRATA_FLINK_KILLS", "2")),
-                   lambda t: create(b.bootstrap, t, partitions=PARTS, rf=1))
+    c = cluster_factory(size=1, overrides={"offsets.topic.replication.factor": "1",
+                                           "transaction.state.log.replication.factor": "1",
+                                           "transaction.state.log.min.isr": "1"})
+
+    def kill_node(k: int, feeder, job, rng) -> None:
+        newest = latest_checkpoint(job.state_dir)
+        print(f"kill {k}: SIGKILL the node at line {feeder.sent}, newest checkpoint {newest}")
+        c.kill(0)
+        time.sleep(rng.uniform(0.5, 4.0))
+        job_too = rng.random() < 0.3
+        if job_too:
+            print(f"kill {k}: and SIGKILL the job while the node is down")
+            job.kill()
+        c.start_node(0)
+        back = time.time()
+        if job_too:
+            job.start()
+        # Checkpoints complete again: the job reaches the node and its sink commits.
+        wait_until(lambda: not job.alive() or any(mtime >= back for mtime, _, _ in completed_checkpoints(job.state_dir)),
+                   180, f"a checkpoint after the node's restart {k}")
+
+    run_word_count(c.bootstrap, flink_app, tmp_path, int(os.environ.get("STRATA_FLINK_KILLS", "3")),
+                   lambda t: create(c.bootstrap, t, partitions=PARTS, rf=1), kill_node)
 
 
 @pytest.mark.timeout(900)

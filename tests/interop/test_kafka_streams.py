@@ -136,7 +136,8 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
     in_topic, out_topic = unique_topic("wc-in"), unique_topic("wc-out")
     for t in (in_topic, out_topic):
         create(c.bootstrap, t, partitions=PARTS, rf=size, config={"min.insync.replicas": "2" if size > 1 else "1"})
-    instances = [Instance(streams_app, f"app{i}", tmp_path, (c.bootstrap, app_id, in_topic, out_topic), size)
+    instances = [Instance(streams_app, f"app{i}", tmp_path, (c.bootstrap, app_id, in_topic, out_topic),
+                          replication=size)
                  for i in range(2)]
     gone: list[Instance] = []  # the instance that left for good, near the end
 

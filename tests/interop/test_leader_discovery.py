@@ -154,8 +154,6 @@ def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
     return uuid.UUID(bytes=struct.pack(">qq", msb, lsb))
 
 
-@pytest.mark.kafka_xfail("a Fetch v15 refused by a broker outside the replicas: Strata names the leader in "
-                         "CurrentLeader, Kafka 4.4 leaves it out (to align in the broker)")
 def test_refused_produce_and_fetch_name_the_leader_and_its_endpoint(cluster_factory):
     c = cluster_factory(size=3)
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
@@ -191,9 +189,8 @@ def test_refused_produce_and_fetch_name_the_leader_and_its_endpoint(cluster_fact
         assert error == NOT_LEADER_OR_FOLLOWER
         assert current is not None and current[0] == leader, current
         assert endpoints == [leader_endpoint]
-        # v12-15 name the leader (CurrentLeader) but carry no endpoints.
-        error, current, endpoints = fetch(conn, 15, tid, 0)
-        assert (error, endpoints) == (NOT_LEADER_OR_FOLLOWER, []) and current[0] == leader
+        # v12-15 carry the field but leave it unset (Kafka names the leader from v16 only).
+        assert fetch(conn, 15, tid, 0) == (NOT_LEADER_OR_FOLLOWER, None, [])
     with wire.Conn(c.nodes[leader].port) as conn:
         error, current, endpoints = fetch(conn, 16, tid, 0)
         assert (error, current, endpoints) == (0, None, [])

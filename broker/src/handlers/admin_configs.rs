@@ -177,8 +177,8 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
     let image = broker.metadata.current();
     let me = broker.config.node_id.to_string();
     // The dynamic keys that are no topic default: this broker's value, the cluster
-    // default, server.properties (the connection limits; the throttle rates have no
-    // static form), the built-in default (if the key has one).
+    // default, server.properties (the connection limits), the built-in default (if the
+    // key has one).
     let levels = |name: &str, file: Option<&String>, default: Option<&str>| {
         let mut levels = Vec::new();
         for (resource, source) in [(me.as_str(), Source::DynamicBroker), ("", Source::DynamicDefaultBroker)] {
@@ -200,7 +200,17 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
         kind: k.kind,
         dynamic: true,
     };
-    entries.extend(RATE_KEYS.iter().map(|k| dynamic(k, None)));
+    // The throttle rates are dynamic-only keys (Kafka's `DynamicConfig.Broker`, not in its
+    // broker config definition): described only when set, with no default level.
+    entries.extend(RATE_KEYS.iter().filter_map(|k| {
+        let levels = levels(k.name, None, None);
+        (!levels.is_empty()).then_some(BrokerEntry {
+            name: Cow::Borrowed(k.name),
+            levels,
+            kind: k.kind,
+            dynamic: true,
+        })
+    }));
     entries.extend(CONNECTION_KEYS.iter().map(|k| dynamic(k, broker.config.raw.get(k.name))));
     // Per-listener keys (`listener.name.plaintext.max.connections`) have no default:
     // described when set, as Kafka describes them; a listener's own connection limits are

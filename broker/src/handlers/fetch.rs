@@ -83,6 +83,13 @@ pub async fn handle(
             node_endpoints(&broker.metadata.current(), listener, leaders, |node_id, host, port, rack| {
                 NodeEndpoint { node_id, host, port, rack }
             });
+    } else {
+        // v12-15 carry the tagged `CurrentLeader` too, but Kafka names the leader in it
+        // only from v16, with its endpoint (KIP-951); an older fetcher refreshes its
+        // metadata instead, on Strata as on Kafka.
+        for pd in response.responses.iter_mut().flat_map(|t| &mut t.partitions) {
+            pd.current_leader = LeaderIdAndEpoch::default();
+        }
     }
     response
 }
