@@ -4,7 +4,6 @@
 
 use crate::broker::Broker;
 use std::sync::Arc;
-use std::time::Duration;
 use strata_protocol::messages::create_partitions::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopicResult,
 };
@@ -66,11 +65,14 @@ fn refuse_by_descriptors(
 
 async fn grow(broker: &Arc<Broker>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let validate_only = request.validate_only;
+    let timeout_ms = request.timeout_ms;
+    let deadline = super::forward::RequestDeadline::new(timeout_ms);
     let wanted: Vec<(String, i32)> = request.topics.iter().map(|t| (t.name.clone(), t.count)).collect();
-    let response = match super::forward::plain(broker, RequestBody::CreatePartitions(request)).await {
-        ResponseBody::CreatePartitions(r) => r,
-        _ => return CreatePartitionsResponse::default(),
-    };
+    let response =
+        match super::forward::within(broker, RequestBody::CreatePartitions(request), timeout_ms).await {
+            ResponseBody::CreatePartitions(r) => r,
+            _ => return CreatePartitionsResponse::default(),
+        };
     if !validate_only {
         let grown: Vec<(String, i32)> = wanted
             .into_iter()
@@ -78,12 +80,12 @@ async fn grow(broker: &Arc<Broker>, request: CreatePartitionsRequest) -> CreateP
             .collect();
         broker
             .metadata
-            .wait_for(Duration::from_secs(5), |i| {
+            .wait_for(deadline.apply_wait(), |i| {
                 grown.iter().all(|(n, count)| i.topic(n).is_some_and(|t| t.partitions.len() as i32 >= *count))
             })
             .await;
         let names: Vec<String> = grown.into_iter().map(|(n, _)| n).collect();
-        broker.await_topics_applied(&names, Duration::from_secs(5)).await;
+        broker.await_topics_applied(&names, deadline.apply_wait()).await;
     }
     response
 }

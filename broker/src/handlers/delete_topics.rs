@@ -1,8 +1,8 @@
 //! DeleteTopics (20): by name (v0-5) or by name or id (v6+), forwarded to the active
 //! controller; answered once this broker's metadata no longer shows the topics.
 
+use super::forward::RequestDeadline;
 use crate::broker::Broker;
-use std::time::Duration;
 use strata_protocol::messages::delete_topics::{DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse};
 use strata_protocol::{RequestBody, ResponseBody};
 
@@ -18,13 +18,14 @@ pub async fn handle(broker: &Broker, version: i16, request: DeleteTopicsRequest)
             .collect()
     };
     let timeout_ms = request.timeout_ms;
+    let deadline = RequestDeadline::new(timeout_ms);
     let body = RequestBody::DeleteTopics(DeleteTopicsRequest { topics, topic_names: Vec::new(), timeout_ms });
-    let response = match super::forward::plain(broker, body).await {
+    let response = match super::forward::within(broker, body, timeout_ms).await {
         ResponseBody::DeleteTopics(r) => r,
         _ => return DeleteTopicsResponse::default(),
     };
     let deleted: Vec<String> =
         response.responses.iter().filter(|r| r.error_code == 0).filter_map(|r| r.name.clone()).collect();
-    broker.await_topics_gone(&deleted, Duration::from_secs(5)).await;
+    broker.await_topics_gone(&deleted, deadline.apply_wait()).await;
     response
 }

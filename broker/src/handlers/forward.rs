@@ -4,7 +4,9 @@
 //! goes in its newest shape, the answer comes back in it, and the handler encodes it at
 //! the client's version. Before answering, the broker
 //! waits briefly until its own metadata shows the change, so the client's next request
-//! here finds it.
+//! here finds it; never past the request's own `timeout_ms`, which bounds the whole
+//! answer (a broker whose metadata log is stalled, a full disk, cannot apply the change
+//! the controller made, and still answers in time).
 
 use crate::broker::Broker;
 use std::sync::Arc;
@@ -14,8 +16,30 @@ use strata_protocol::messages::create_topics::{
 };
 use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 
-/// How long a forwarded change may take to show in this broker's metadata.
+/// How long a forwarded change may take to show in this broker's metadata, at most.
 const APPLY_WAIT: Duration = Duration::from_secs(5);
+
+/// The time an admin request's `timeout_ms` gives it (clamped to 1-60 s, so a zero or
+/// negative timeout still reaches the controller), measured from its arrival.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestDeadline {
+    at: tokio::time::Instant,
+    timeout_ms: i32,
+}
+
+impl RequestDeadline {
+    /// The deadline of a request with `timeout_ms`, arriving now.
+    pub fn new(timeout_ms: i32) -> RequestDeadline {
+        let timeout = Duration::from_millis(timeout_ms.clamp(1000, 60_000) as u64);
+        RequestDeadline { at: tokio::time::Instant::now() + timeout, timeout_ms }
+    }
+
+    /// How long the broker may still wait for its metadata to show the change: at most
+    /// [`APPLY_WAIT`], never past the deadline.
+    pub fn apply_wait(&self) -> Duration {
+        self.at.saturating_duration_since(tokio::time::Instant::now()).min(APPLY_WAIT)
+    }
+}
 
 /// The controller-side version a forwarded request is sent at.
 pub fn controller_version(body: &RequestBody) -> i16 {
@@ -115,7 +139,7 @@ pub async fn create_topics(broker: &Arc<Broker>, mut request: CreateTopicsReques
 async fn create_admitted_topics(broker: &Arc<Broker>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let names: Vec<String> = request.topics.iter().map(|t| t.name.clone()).collect();
     let validate_only = request.validate_only;
-    let timeout_ms = request.timeout_ms;
+    let deadline = RequestDeadline::new(request.timeout_ms);
     let failed = |topics: &[CreatableTopic]| CreateTopicsResponse {
         topics: topics
             .iter()
@@ -129,7 +153,8 @@ async fn create_admitted_topics(broker: &Arc<Broker>, request: CreateTopicsReque
         ..Default::default()
     };
     let topics = request.topics.clone();
-    let response = match to_controller(broker, RequestBody::CreateTopics(request), timeout_ms).await {
+    let response = match to_controller(broker, RequestBody::CreateTopics(request), deadline.timeout_ms).await
+    {
         Some(ResponseBody::CreateTopics(r)) => r,
         _ => return failed(&topics),
     };
@@ -140,7 +165,7 @@ async fn create_admitted_topics(broker: &Arc<Broker>, request: CreateTopicsReque
             .filter(|t| t.error_code == 0 && names.contains(&t.name))
             .map(|t| t.name.clone())
             .collect();
-        broker.await_topics_applied(&created, APPLY_WAIT).await;
+        broker.await_topics_applied(&created, deadline.apply_wait()).await;
     }
     response
 }
@@ -174,6 +199,12 @@ pub async fn auto_create(broker: &Arc<Broker>, names: &[String]) -> Vec<(String,
 /// Forwards a request whose answer needs no waiting (configs, elections); the
 /// NOT_CONTROLLER answer if no controller answered.
 pub async fn plain(broker: &Broker, body: RequestBody) -> ResponseBody {
+    within(broker, body, 30_000).await
+}
+
+/// [`plain`] for a request with a `timeout_ms` of its own: the controller is given that
+/// long (see [`RequestDeadline`]).
+pub async fn within(broker: &Broker, body: RequestBody, timeout_ms: i32) -> ResponseBody {
     let fallback = crate::controller::service::not_controller(&body);
-    to_controller(broker, body, 30_000).await.unwrap_or(fallback)
+    to_controller(broker, body, timeout_ms).await.unwrap_or(fallback)
 }
