@@ -9,14 +9,13 @@ connector on its classpath."""
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from broker import free_port
 from java_util import JVM_FLAGS
-from streams_util import ModuleApp
+from streams_util import JvmProcess, ModuleApp
 
 CONNECT_DIR = Path(__file__).parent.parent / "java-connect"
 MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
@@ -76,53 +75,32 @@ def worker_properties(bootstrap: str, group: str, port: int, topics: dict[str, s
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-class Worker:
+class Worker(JvmProcess):
     """One distributed worker process on a fixed REST port: started, SIGKILLed and started again
-    with the same config. stdout and stderr go to one log file, appended across restarts."""
+    with the same config."""
 
     def __init__(self, app: ConnectApp, name: str, workdir: Path, bootstrap: str, group: str,
                  topics: dict[str, str], replication: int, eos: bool):
-        self.app, self.name = app, name
+        super().__init__(name, workdir / f"{name}.log")
+        self.app = app
         self.port = free_port()
         self.properties = workdir / f"{name}.properties"
         self.properties.write_text(worker_properties(bootstrap, group, self.port, topics, replication, eos))
-        self.log = workdir / f"{name}.log"
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
-        assert self.proc is None or self.proc.poll() is not None, f"{self.name} is running"
-        self.starts += 1
-        with open(self.log, "ab") as log:
-            log.write(f"=== start {self.starts}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(self.app.command(self.properties), stdout=log, stderr=subprocess.STDOUT)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL, and waits for the process to be gone."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
+    def command(self) -> list[str]:
+        return self.app.command(self.properties)
 
     def stop(self, timeout: float = 60) -> str | None:
         """SIGTERM: Connect's shutdown hook stops the worker (its tasks, the group membership).
         None if the JVM exited within `timeout` after its hooks ran (128 + SIGTERM), else what
         went wrong."""
-        if self.proc is None or self.proc.poll() is not None:
-            return f"{self.name} was not running"
-        self.proc.terminate()
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return f"{self.name} still running {timeout} s after SIGTERM"
+        rc, error = self.terminate(timeout)
+        if error is not None:
+            return error
         return None if rc in (0, 128 + 15, 143) else f"{self.name} exited {rc} after SIGTERM"
 
     def rest(self, method: str, path: str, body: dict | None = None, timeout: float = 10):

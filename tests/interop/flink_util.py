@@ -102,10 +102,6 @@ class FlinkJob(Instance):
     def running(self) -> bool:
         return self.alive() and self.checkpoints_since_start() > 0
 
-    def current_log(self) -> str:
-        """The log of the current (or last) process."""
-        return self.log.read_text(errors="replace").rsplit("=== start ", 1)[-1]
-
     def halt_before_commit(self, timeout: float = 60) -> list[str]:
         """Makes the job halt right after a checkpoint completed, before the sink commits that
         checkpoint's transactions; returns the transactional ids it left prepared."""

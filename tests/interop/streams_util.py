@@ -72,19 +72,18 @@ class StreamsApp(ModuleApp):
                 str(state_dir)]
 
 
-class Instance:
-    """One word count process: started, SIGKILLed and started again on the same state dir
-    (exactly-once Streams then wipes its uncommitted local state and restores from the
-    changelog). stdout and stderr go to one log file, appended across restarts."""
+class JvmProcess:
+    """A JVM application run as a separate process that a test starts, SIGKILLs and starts
+    again: stdout and stderr go to one log file, appended across restarts, each start headed
+    by `=== start N`. Subclasses say what to run (`command`)."""
 
-    def __init__(self, app: StreamsApp, name: str, workdir: Path, args: tuple[str, str, str, str],
-                 **options):
-        """`options` are passed on to the app's `command` (the word count's `replication`)."""
-        self.app, self.name, self.args, self.options = app, name, args, options
-        self.state_dir = workdir / f"{name}-state"
-        self.log = workdir / f"{name}.log"
+    def __init__(self, name: str, log: Path):
+        self.name, self.log = name, log
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
 
     def start(self) -> None:
         assert self.proc is None or self.proc.poll() is not None, f"{self.name} is running"
@@ -92,8 +91,7 @@ class Instance:
         with open(self.log, "ab") as log:
             log.write(f"=== start {self.starts}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(self.app.command(*self.args[:4], self.state_dir, **self.options), stdout=log,
-                                         stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -104,29 +102,57 @@ class Instance:
             self.proc.kill()
             self.proc.wait()
 
+    def terminate(self, timeout: float) -> tuple[int | None, str | None]:
+        """SIGTERM and wait up to `timeout` (then SIGKILL): (exit code, None), or (None, what
+        went wrong)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None, f"{self.name} was not running"
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout), None
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None, f"{self.name} still running {timeout} s after SIGTERM"
+
+    def current_log(self) -> str:
+        """The log of the current (or last) process."""
+        return self.log.read_text(errors="replace").rsplit("=== start ", 1)[-1]
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+
+class Instance(JvmProcess):
+    """One word count process: started, SIGKILLed and started again on the same state dir
+    (exactly-once Streams then wipes its uncommitted local state and restores from the
+    changelog)."""
+
+    def __init__(self, app: StreamsApp, name: str, workdir: Path, args: tuple[str, str, str, str],
+                 **options):
+        """`options` are passed on to the app's `command` (the word count's `replication`)."""
+        super().__init__(name, workdir / f"{name}.log")
+        self.app, self.args, self.options = app, args, options
+        self.state_dir = workdir / f"{name}-state"
+
+    def command(self) -> list[str]:
+        return self.app.command(*self.args[:4], self.state_dir, **self.options)
+
     def stop(self, timeout: float = 60) -> str | None:
         """SIGTERM; the application's shutdown hook closes KafkaStreams (which commits or aborts
         its open transactions and leaves the group). None if it ended closed - the JVM exits
         128 + SIGTERM after its hooks ran, and the hook logged that close() finished in
         NOT_RUNNING - else what went wrong."""
-        if self.proc is None or self.proc.poll() is not None:
-            return f"{self.name} was not running"
-        self.proc.terminate()
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return f"{self.name} still running {timeout} s after SIGTERM"
-        current = self.log.read_text(errors="replace").rsplit("=== start ", 1)[-1]
-        closed = [line for line in current.splitlines() if line.startswith("CLOSED ")]
+        rc, error = self.terminate(timeout)
+        if error is not None:
+            return error
+        closed = [line for line in self.current_log().splitlines() if line.startswith("CLOSED ")]
         if rc != 128 + 15 or closed != ["CLOSED true NOT_RUNNING"]:
             return f"{self.name} exited {rc} after SIGTERM: {closed or 'no CLOSED line'}, states {self._states()[-3:]}"
         return None
 
     def _states(self) -> list[str]:
         """The state changes the current (or last) process logged."""
-        current = self.log.read_text(errors="replace").rsplit("=== start ", 1)[-1]
-        return [line for line in current.splitlines() if line.startswith("STATE ")]
+        return [line for line in self.current_log().splitlines() if line.startswith("STATE ")]
 
     def running(self) -> bool:
         """The current process is alive and its last state change is to RUNNING (it has its
@@ -135,6 +161,3 @@ class Instance:
             return False
         states = self._states()
         return bool(states) and states[-1].endswith("-> RUNNING")
-
-    def tail(self, chars: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""

@@ -20,7 +20,7 @@ import pytest
 import wire
 from broker import BrokerDied
 from test_replication import create
-from txn_util import end_offsets, wait_lso_caught_up
+from txn_util import read_committed, wait_lso_caught_up
 from util import unique_topic, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,30 +96,9 @@ def start_app(bootstrap: str, in_topic: str, out_topic: str, group: str, ckpt: P
 def committed_words(bootstrap: str, topic: str) -> dict[str, list[int]]:
     """Every committed (word, count) of the output, in offset order per partition (a word's
     records share a partition: keyed by the word)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    ends = end_offsets(bootstrap, topic, PARTS, read_committed=True)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("eos-read"),
-                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                  "auto.offset.reset": "error", "fetch.wait.max.ms": 100, "log_level": 0})
     out: dict[str, list[int]] = {}
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(PARTS)])
-        position = {p: 0 for p in range(PARTS)}
-        deadline = time.monotonic() + 60
-        while any(position[p] < ends[p] for p in range(PARTS)):
-            assert time.monotonic() < deadline, f"output not read to {ends}: at {position}"
-            m = c.poll(0.2)
-            if m is None or m.error():
-                # Past the last record only control records (commit markers) may remain.
-                for tp in c.position([TopicPartition(topic, p) for p in range(PARTS)]):
-                    if tp.offset >= 0:
-                        position[tp.partition] = max(position[tp.partition], tp.offset)
-                continue
-            out.setdefault(m.key().decode(), []).append(int(m.value()))
-            position[m.partition()] = m.offset() + 1
-    finally:
-        c.close()
+    for m in read_committed(bootstrap, topic, PARTS):
+        out.setdefault(m.key().decode(), []).append(int(m.value()))
     return out
 
 

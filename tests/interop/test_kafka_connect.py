@@ -39,9 +39,9 @@ import pytest
 
 from connect_util import CONNECTOR_CLASS, ConnectApp, Worker, connector_status
 from test_exactly_once_cluster import PARTS, committed_words
-from test_kafka_streams import in_sync_everywhere
+from test_kafka_streams import bounce_broker, in_sync_everywhere
 from test_replication import create
-from txn_util import wait_lso_caught_up
+from txn_util import read_committed, wait_lso_caught_up
 from util import unique_topic, wait_until
 
 TASKS = 3
@@ -57,34 +57,11 @@ def offset_records(bootstrap: str, topic: str, connector: str) -> dict[str, list
     """The committed records of `connector` in the worker's offset topic, per task: the `next`
     value of each, in offset order. Read from the beginning, so after compaction the earliest of
     each task are gone."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from txn_util import end_offsets
-
-    parts = 5
-    ends = end_offsets(bootstrap, topic, parts, read_committed=True)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("offsets-read"),
-                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                  "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100, "log_level": 0})
     out: dict[str, list[int]] = {}
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(parts)])
-        position = {p: 0 for p in range(parts)}
-        deadline = time.monotonic() + 60
-        while any(position[p] < ends[p] for p in range(parts)):
-            assert time.monotonic() < deadline, f"offset topic not read to {ends}: at {position}"
-            m = c.poll(0.2)
-            if m is None or m.error():
-                for tp in c.position([TopicPartition(topic, p) for p in range(parts)]):
-                    if tp.offset >= 0:
-                        position[tp.partition] = max(position[tp.partition], tp.offset)
-                continue
-            position[m.partition()] = m.offset() + 1
-            name, partition = json.loads(m.key())
-            if name == connector and m.value() is not None:
-                out.setdefault(partition["task"], []).append(json.loads(m.value())["next"])
-    finally:
-        c.close()
+    for m in read_committed(bootstrap, topic, 5, reset="earliest"):
+        name, partition = json.loads(m.key())
+        if name == connector and m.value() is not None:
+            out.setdefault(partition["task"], []).append(json.loads(m.value())["next"])
     return out
 
 
@@ -213,27 +190,8 @@ def test_kafka_connect_exactly_once_source_through_worker_and_broker_kills(clust
             wait_running(f"all tasks RUNNING after {victim.name}'s restart")
 
         def restart_broker(k: int) -> None:
-            """SIGKILL one broker (a partition leader, maybe the group or a transaction
-            coordinator; on one node, the whole cluster); sometimes a worker dies too while it is
-            down; then restart both and, on three nodes, wait until the broker is back in every
-            ISR, so the next kill leaves two in sync."""
-            node = rng.randrange(c.size)
-            print(f"kill {k}: SIGKILL broker {node}")
-            c.kill(node)
-            time.sleep(rng.uniform(0.5, 4.0))
-            check_alive()
-            victim = rng.choice(workers) if rng.random() < 0.3 else None
-            if victim is not None:
-                # Killed while the broker is down; started again once it is back (a worker that
-                # starts with no broker to reach exits, see serving()).
-                print(f"kill {k}: SIGKILL {victim.name}")
-                victim.kill()
-                time.sleep(rng.uniform(0.5, 2.0))
-            c.start_node(node)
-            if victim is not None:
-                victim.start()
-            if size > 1:
-                wait_until(lambda: in_sync_everywhere(c, {out_topic, group}), 120, f"broker {node} back in every ISR")
+            node = bounce_broker(c, rng, workers, {out_topic, group}, lambda step: print(f"kill {k}: {step}"),
+                                 check_alive)
             wait_running(f"all tasks RUNNING after broker {node}'s restart")
 
         for k in range(kills):

@@ -117,6 +117,31 @@ def in_sync_everywhere(c, topics: set[str]) -> bool:
     return bool(mine) and all(len(v) == c.size for v in mine.values())
 
 
+def bounce_broker(c, rng: random.Random, apps: list, topics: set[str], say, check_alive) -> int:
+    """SIGKILLs one broker (a partition leader, maybe a transaction or group coordinator; on one
+    node, the whole cluster); sometimes one of `apps` dies too while it is down (started again
+    once the broker is back: a Connect worker that starts with no broker to reach exits); then
+    restarts the broker and, on three nodes, waits until it is back in every ISR of `topics`, so
+    the next kill leaves two in sync. `say` prints a step with the caller's context. Returns the
+    node."""
+    node = rng.randrange(c.size)
+    say(f"SIGKILL broker {node}")
+    c.kill(node)
+    time.sleep(rng.uniform(0.5, 4.0))
+    check_alive()
+    victim = rng.choice(apps) if rng.random() < 0.3 else None
+    if victim is not None:
+        say(f"SIGKILL {victim.name}")
+        victim.kill()
+        time.sleep(rng.uniform(0.5, 2.0))
+    c.start_node(node)
+    if victim is not None:
+        victim.start()
+    if c.size > 1:
+        wait_until(lambda: in_sync_everywhere(c, topics), 120, f"broker {node} back in every ISR")
+    return node
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("size", [1, 3], ids=["one-node", "three-nodes"])
 def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(cluster_factory, streams_app,
@@ -175,25 +200,8 @@ def test_kafka_streams_word_count_is_exactly_once_through_app_and_broker_kills(c
                        f"both instances RUNNING after {victim.name}'s restart")
 
         def restart_broker(k: int) -> None:
-            """SIGKILL one broker (a partition leader, maybe a transaction or group
-            coordinator; on one node, the whole cluster); sometimes an instance dies too while
-            it is down (started again once the broker is back); then restart it and, on three
-            nodes, wait until it is back in every ISR, so the next kill leaves two in sync."""
-            node = rng.randrange(c.size)
-            print(f"kill {k}: SIGKILL broker {node} at line {feeder.sent}")
-            c.kill(node)
-            time.sleep(rng.uniform(0.5, 4.0))
-            check_alive()
-            victim = rng.choice(instances) if rng.random() < 0.3 else None
-            if victim is not None:
-                print(f"kill {k}: SIGKILL {victim.name} at line {feeder.sent}")
-                victim.kill()
-                time.sleep(rng.uniform(0.5, 2.0))
-            c.start_node(node)
-            if victim is not None:
-                victim.start()
-            if size > 1:
-                wait_until(lambda: in_sync_everywhere(c, topics), 120, f"broker {node} back in every ISR")
+            node = bounce_broker(c, rng, instances, topics, lambda step: print(f"kill {k}: {step} at line {feeder.sent}"),
+                                 check_alive)
             wait_until(lambda: (check_alive(), all(i.running() for i in instances))[1], 120,
                        f"both instances RUNNING after broker {node}'s restart")
 

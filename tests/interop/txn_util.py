@@ -56,6 +56,37 @@ class Rec:
     value: str
 
 
+def read_committed(bootstrap: str, topic: str, partitions: int, *, reset: str = "error", timeout: float = 60):
+    """Yields every committed record of `topic` up to its read_committed end offsets (taken
+    first), in offset order per partition. `reset` is the reader's auto.offset.reset: "error"
+    where the log must start at 0, "earliest" where it may have been compacted or trimmed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from util import unique_topic
+
+    ends = end_offsets(bootstrap, topic, partitions, read_committed=True)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("committed-read"),
+                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "auto.offset.reset": reset, "fetch.wait.max.ms": 100, "log_level": 0})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        position = {p: 0 for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        while any(position[p] < ends[p] for p in range(partitions)):
+            assert time.monotonic() < deadline, f"{topic} not read to {ends}: at {position}"
+            m = c.poll(0.2)
+            if m is None or m.error():
+                # Past the last record only control records (commit markers) may remain.
+                for tp in c.position([TopicPartition(topic, p) for p in range(partitions)]):
+                    if tp.offset >= 0:
+                        position[tp.partition] = max(position[tp.partition], tp.offset)
+                continue
+            position[m.partition()] = m.offset() + 1
+            yield m
+    finally:
+        c.close()
+
+
 def end_offsets(bootstrap: str, topic: str, partitions: int, *, read_committed: bool) -> dict[int, int]:
     """ListOffsets latest through librdkafka's AdminClient: the high watermark, or under
     read_committed the last stable offset."""
