@@ -83,7 +83,7 @@ pub async fn handle(
             node_endpoints(&broker.metadata.current(), listener, leaders, |node_id, host, port, rack| {
                 NodeEndpoint { node_id, host, port, rack }
             });
-    } else {
+    } else if version >= 12 {
         // v12-15 carry the tagged `CurrentLeader` too, but Kafka names the leader in it
         // only from v16, with its endpoint (KIP-951); an older fetcher refreshes its
         // metadata instead, on Strata as on Kafka.
