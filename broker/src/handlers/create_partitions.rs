@@ -65,11 +65,10 @@ fn refuse_by_descriptors(
 
 async fn grow(broker: &Arc<Broker>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let validate_only = request.validate_only;
-    let timeout_ms = request.timeout_ms;
-    let deadline = super::forward::RequestDeadline::new(timeout_ms);
+    let deadline = super::forward::RequestDeadline::new(request.timeout_ms);
     let wanted: Vec<(String, i32)> = request.topics.iter().map(|t| (t.name.clone(), t.count)).collect();
     let response =
-        match super::forward::within(broker, RequestBody::CreatePartitions(request), timeout_ms).await {
+        match super::forward::within(broker, RequestBody::CreatePartitions(request), deadline).await {
             ResponseBody::CreatePartitions(r) => r,
             _ => return CreatePartitionsResponse::default(),
         };

@@ -20,7 +20,7 @@ pub async fn handle(broker: &Broker, version: i16, request: DeleteTopicsRequest)
     let timeout_ms = request.timeout_ms;
     let deadline = RequestDeadline::new(timeout_ms);
     let body = RequestBody::DeleteTopics(DeleteTopicsRequest { topics, topic_names: Vec::new(), timeout_ms });
-    let response = match super::forward::within(broker, body, timeout_ms).await {
+    let response = match super::forward::within(broker, body, deadline).await {
         ResponseBody::DeleteTopics(r) => r,
         _ => return DeleteTopicsResponse::default(),
     };

@@ -14,7 +14,13 @@ const TIMEOUT_MS: i32 = 5_000;
 
 /// Handles DescribeQuorum.
 pub async fn handle(broker: &Broker, request: DescribeQuorumRequest) -> DescribeQuorumResponse {
-    match forward::to_controller(broker, RequestBody::DescribeQuorum(request), TIMEOUT_MS).await {
+    match forward::to_controller(
+        broker,
+        RequestBody::DescribeQuorum(request),
+        forward::RequestDeadline::new(TIMEOUT_MS),
+    )
+    .await
+    {
         Some(ResponseBody::DescribeQuorum(r)) if !quorum_answer::is_not_leader(&r) => r,
         _ => DescribeQuorumResponse { error_code: ErrorCode::NotController.code(), ..Default::default() },
     }

@@ -24,20 +24,24 @@ const APPLY_WAIT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy)]
 pub struct RequestDeadline {
     at: tokio::time::Instant,
-    timeout_ms: i32,
 }
 
 impl RequestDeadline {
     /// The deadline of a request with `timeout_ms`, arriving now.
     pub fn new(timeout_ms: i32) -> RequestDeadline {
         let timeout = Duration::from_millis(timeout_ms.clamp(1000, 60_000) as u64);
-        RequestDeadline { at: tokio::time::Instant::now() + timeout, timeout_ms }
+        RequestDeadline { at: tokio::time::Instant::now() + timeout }
+    }
+
+    /// The time left until the deadline (zero once it passed).
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(tokio::time::Instant::now())
     }
 
     /// How long the broker may still wait for its metadata to show the change: at most
     /// [`APPLY_WAIT`], never past the deadline.
     pub fn apply_wait(&self) -> Duration {
-        self.at.saturating_duration_since(tokio::time::Instant::now()).min(APPLY_WAIT)
+        self.remaining().min(APPLY_WAIT)
     }
 }
 
@@ -57,10 +61,15 @@ pub fn controller_version(body: &RequestBody) -> i16 {
     }
 }
 
-/// Sends `body` to the active controller; `None` if no controller answered in time.
-pub async fn to_controller(broker: &Broker, body: RequestBody, timeout_ms: i32) -> Option<ResponseBody> {
+/// Sends `body` to the active controller; `None` if no controller answered before
+/// `deadline`.
+pub async fn to_controller(
+    broker: &Broker,
+    body: RequestBody,
+    deadline: RequestDeadline,
+) -> Option<ResponseBody> {
     let version = controller_version(&body);
-    let timeout = Duration::from_millis(timeout_ms.clamp(1000, 60_000) as u64);
+    let timeout = deadline.remaining().max(Duration::from_millis(1));
     match broker.controller_channel().call(body, version, timeout).await {
         Ok(r) => Some(r),
         Err(e) => {
@@ -153,8 +162,7 @@ async fn create_admitted_topics(broker: &Arc<Broker>, request: CreateTopicsReque
         ..Default::default()
     };
     let topics = request.topics.clone();
-    let response = match to_controller(broker, RequestBody::CreateTopics(request), deadline.timeout_ms).await
-    {
+    let response = match to_controller(broker, RequestBody::CreateTopics(request), deadline).await {
         Some(ResponseBody::CreateTopics(r)) => r,
         _ => return failed(&topics),
     };
@@ -199,12 +207,12 @@ pub async fn auto_create(broker: &Arc<Broker>, names: &[String]) -> Vec<(String,
 /// Forwards a request whose answer needs no waiting (configs, elections); the
 /// NOT_CONTROLLER answer if no controller answered.
 pub async fn plain(broker: &Broker, body: RequestBody) -> ResponseBody {
-    within(broker, body, 30_000).await
+    within(broker, body, RequestDeadline::new(30_000)).await
 }
 
-/// [`plain`] for a request with a `timeout_ms` of its own: the controller is given that
-/// long (see [`RequestDeadline`]).
-pub async fn within(broker: &Broker, body: RequestBody, timeout_ms: i32) -> ResponseBody {
+/// [`plain`] for a request with a `timeout_ms` of its own: the controller is given until
+/// its deadline.
+pub async fn within(broker: &Broker, body: RequestBody, deadline: RequestDeadline) -> ResponseBody {
     let fallback = crate::controller::service::not_controller(&body);
-    to_controller(broker, body, timeout_ms).await.unwrap_or(fallback)
+    to_controller(broker, body, deadline).await.unwrap_or(fallback)
 }
