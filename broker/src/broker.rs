@@ -1,460 +1,64 @@
-//! The broker's shared state: configuration, cluster identity, the metadata image, the
-//! hosted partitions, the channel to the controller, and the services built on them.
+//! The second layer of a broker's state: the services built on the [`Node`], in order
+//! (group coordinator, transaction coordinator, ISR changes, replica fetchers), and the
+//! [`Broker`] that request handlers see, which holds the node and its services.
+//!
+//! Each service gets the `Arc<Node>` (and the services before it) when it is built; none
+//! holds the `Broker`, so the state forms no cycle and needs no lazy cells: a service's
+//! task ends when its handle (owned by the `Broker`) is dropped or the server aborts it.
 
-use crate::config::BrokerConfig;
-use crate::controller::channel::ControllerChannel;
-use crate::metadata::{MetadataCache, MetadataImage, MetadataRecord};
-use crate::replica::{Partition, ReplicaManager};
+use crate::coordinator::group::service::GroupService;
+use crate::coordinator::txn::service::TxnService;
+use crate::node::Node;
 use crate::replication::alter_isr::IsrChanges;
 use crate::replication::fetcher::FetcherManager;
-use crate::replication::throttle;
-use std::collections::HashMap;
-use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use strata_protocol::codec::Uuid;
-use strata_protocol::ErrorCode;
-use strata_storage::{LogManager, StorageError};
+use std::sync::Arc;
 
-/// Why the broker could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The data directory or `meta.properties` could not be used.
-    #[error("cannot use data directory {path}: {source}")]
-    DataDir {
-        /// The directory.
-        path: std::path::PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// `metadata.log.dir` cannot hold the metadata log (not a directory, or not
-    /// writable): refused at start-up rather than when the first metadata write fails.
-    #[error("metadata.log.dir={path} cannot be used: {source}")]
-    MetadataLogDir {
-        /// The directory.
-        path: std::path::PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// `meta.properties` belongs to another node.
-    #[error("meta.properties in {path} is for node.id {found}, but this broker is node.id {configured}")]
-    NodeIdMismatch {
-        /// The directory.
-        path: std::path::PathBuf,
-        /// node.id found on disk.
-        found: i32,
-        /// node.id configured.
-        configured: i32,
-    },
-    /// The data directory belongs to another cluster than the quorum's.
-    #[error(
-        "meta.properties in {path} is for cluster {found}, but the controller quorum is cluster {quorum}"
-    )]
-    ClusterIdMismatch {
-        /// The directory.
-        path: std::path::PathBuf,
-        /// cluster.id found on disk.
-        found: String,
-        /// The quorum's.
-        quorum: String,
-    },
-    /// The topic store of an older single-node data directory could not be read.
-    #[error(transparent)]
-    Topics(#[from] crate::topics::TopicStoreError),
-    /// A log could not be opened or recovered.
-    #[error(transparent)]
-    Storage(#[from] StorageError),
-    /// The controller quorum could not start.
-    #[error("controller quorum: {0}")]
-    Quorum(String),
-    /// The data directory holds more segments than the open files limit allows.
-    #[error("{0}")]
-    OpenFilesLimit(String),
-}
-
-/// Everything request handlers share.
+/// The node and the services built on it: everything request handlers share.
+///
+/// It dereferences to the [`Node`], so handlers read configuration, metadata and
+/// partitions as `broker.config`, `broker.metadata`, `broker.replicas`.
 #[derive(Debug)]
 pub struct Broker {
-    /// The validated configuration.
-    pub config: BrokerConfig,
-    /// The latest metadata image from the controller quorum.
-    pub metadata: Arc<MetadataCache>,
-    /// Hosted partitions.
-    pub replicas: ReplicaManager,
-    /// Counters for the metrics endpoint (shared with the hosted partitions).
-    pub metrics: Arc<crate::metrics::BrokerMetrics>,
-    /// Producer id blocks from the controller (InitProducerId).
-    pub producer_ids: crate::producer_ids::ProducerIdManager,
+    node: Arc<Node>,
+    /// The group coordinator (`__consumer_offsets`).
+    pub groups: GroupService,
+    /// The transaction coordinator (`__transaction_state`); it tells the group
+    /// coordinator of markers written to `__consumer_offsets`.
+    pub transactions: TxnService,
+    /// The queue of ISR changes to the controller.
+    pub isr_changes: IsrChanges,
     /// Replica fetchers, by leader.
     pub fetchers: FetcherManager,
-    /// Open client connections against `max.connections` and `max.connections.per.ip`.
-    pub connection_limits: Arc<crate::connection::limits::ConnectionLimits>,
-    /// Incremental fetch sessions (KIP-227).
-    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
-    /// The broker-level topic defaults in force: server.properties under the dynamic
-    /// broker configs of the metadata (swapped when those change).
-    topic_defaults: arc_swap::ArcSwap<crate::config::topic::TopicDefaults>,
-    /// What this broker serves, as a leader, to throttled replicas out of the ISR
-    /// (`leader.replication.throttled.rate`).
-    pub leader_quota: throttle::ReplicationQuota,
-    /// What this broker fetches, as a follower, for throttled replicas out of the ISR
-    /// (`follower.replication.throttled.rate`).
-    pub follower_quota: throttle::ReplicationQuota,
-    /// The budget of request bytes in memory (`queued.max.request.bytes`; `None`: unbounded).
-    pub request_memory: Option<Arc<crate::connection::limits::RequestMemory>>,
-    /// The cluster id from `meta.properties`, until the quorum's is known.
-    local_cluster_id: Mutex<Option<String>>,
-    /// Random per process start (BrokerRegistration).
-    pub incarnation_id: Uuid,
-    broker_epoch: AtomicI64,
-    channel: ControllerChannel,
-    isr_changes: OnceLock<IsrChanges>,
-    bound_ports: Mutex<HashMap<String, u16>>,
-    /// Connections to other brokers' inter-broker listeners for control traffic
-    /// (transaction markers, verification), by node id.
-    peers: Mutex<HashMap<i32, Arc<crate::net::PeerClient>>>,
-    groups: OnceLock<crate::group_service::GroupService>,
-    transactions: OnceLock<crate::txn_service::TxnService>,
-    /// Metadata records importing an older single-node data directory's topics.
-    pub(crate) bootstrap_records: Mutex<Vec<MetadataRecord>>,
-    /// The applied index of the last image applied to the hosted partitions.
-    applied: tokio::sync::watch::Sender<u64>,
-}
-
-/// Creates `dir` if needed and checks that files can be created in it (a probe file,
-/// removed at once): a directory that is a file, or on a read-only file system, stops
-/// the start with its name instead of failing the first write hours later.
-fn check_writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    if !dir.is_dir() {
-        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"));
-    }
-    let probe = dir.join(".strata-write-probe");
-    std::fs::write(&probe, b"")?;
-    std::fs::remove_file(&probe)
 }
 
 impl Broker {
-    /// Opens the data directory: `meta.properties` and every log (recovering them if the
-    /// last shutdown was not clean). Nothing is served yet: roles come from the metadata
-    /// log once the server starts.
-    pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
-        let dir = config.data_dir().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir { path: dir.clone(), source })?;
-        if let Some(meta) = config.cluster.metadata_log_dir.as_ref().filter(|_| config.cluster.controller) {
-            check_writable_dir(meta)
-                .map_err(|source| StartError::MetadataLogDir { path: meta.clone(), source })?;
-        }
-        let cluster_id = load_meta_properties(&dir, config.node_id)?;
-        let bootstrap_records = crate::topics::import_single_node_store(&dir, config.node_id)?;
-        crate::limits::check_segments_fit(&dir).map_err(StartError::OpenFilesLimit)?;
-        let logs = LogManager::open(
-            &dir,
-            config.topic_defaults.log_config(&Default::default()),
-            crate::clock::now_ms(),
-        )?;
-        let replicas = ReplicaManager::new(logs, config.node_id);
-        let channel = ControllerChannel::new(config.node_id, config.cluster.voters.clone());
-        tracing::info!(node_id = config.node_id, cluster_id = ?cluster_id, "broker opened");
-        Ok(Arc::new(Broker {
-            metrics: replicas.metrics().clone(),
-            producer_ids: crate::producer_ids::ProducerIdManager::new(),
-            metadata: Arc::new(MetadataCache::new()),
-            replicas,
-            fetchers: FetcherManager::default(),
-            connection_limits: crate::connection::limits::ConnectionLimits::new(config.connections.clone()),
-            fetch_sessions: crate::fetch_session::FetchSessionCache::new(config.fetch_session_slots),
-            topic_defaults: arc_swap::ArcSwap::from_pointee(config.topic_defaults.clone()),
-            leader_quota: throttle::ReplicationQuota::default(),
-            follower_quota: throttle::ReplicationQuota::default(),
-            request_memory: config
-                .connections
-                .queued_max_request_bytes
-                .map(crate::connection::limits::RequestMemory::new),
-            local_cluster_id: Mutex::new(cluster_id),
-            incarnation_id: crate::topics::new_topic_id(),
-            broker_epoch: AtomicI64::new(-1),
-            channel,
-            isr_changes: OnceLock::new(),
-            bound_ports: Mutex::new(HashMap::new()),
-            peers: Mutex::new(HashMap::new()),
-            groups: OnceLock::new(),
-            transactions: OnceLock::new(),
-            bootstrap_records: Mutex::new(bootstrap_records),
-            applied: tokio::sync::watch::channel(0).0,
-            config,
-        }))
+    /// Builds the services on `node`, in dependency order, and starts their tasks (so it
+    /// must run inside a Tokio runtime). The coordinators own nothing until the metadata
+    /// says this broker leads partitions of their topics.
+    pub fn start(node: Arc<Node>) -> Arc<Broker> {
+        let groups = GroupService::start(node.clone());
+        let transactions = TxnService::start(node.clone(), groups.clone());
+        let isr_changes = IsrChanges::start(node.clone());
+        let fetchers = FetcherManager::new(node.clone());
+        Arc::new(Broker { node, groups, transactions, isr_changes, fetchers })
     }
 
-    /// The cluster id: the quorum's once known, else the one in `meta.properties`.
-    pub fn cluster_id(&self) -> String {
-        if let Some(id) = self.metadata.current().cluster_id.clone() {
-            return id;
-        }
-        self.local_cluster_id.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default()
+    /// The node under the services, for tasks that need nothing else.
+    pub fn node(&self) -> &Arc<Node> {
+        &self.node
     }
 
-    /// The cluster id of `meta.properties`, if it has one.
-    pub fn local_cluster_id(&self) -> Option<String> {
-        self.local_cluster_id.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Checks the quorum's cluster id against `meta.properties` and records it there the
-    /// first time.
-    pub fn adopt_cluster_id(&self, quorum: &str) -> Result<(), StartError> {
-        let mut local = self.local_cluster_id.lock().unwrap_or_else(|p| p.into_inner());
-        let dir = self.config.data_dir();
-        match local.as_deref() {
-            Some(found) if found != quorum => Err(StartError::ClusterIdMismatch {
-                path: dir.to_path_buf(),
-                found: found.to_string(),
-                quorum: quorum.to_string(),
-            }),
-            Some(_) => Ok(()),
-            None => {
-                write_meta_properties(dir, self.config.node_id, Some(quorum))
-                    .map_err(|source| StartError::DataDir { path: dir.to_path_buf(), source })?;
-                *local = Some(quorum.to_string());
-                Ok(())
-            }
-        }
-    }
-
-    /// The broker-level topic defaults in force (static and dynamic).
-    pub fn topic_defaults(&self) -> Arc<crate::config::topic::TopicDefaults> {
-        self.topic_defaults.load_full()
-    }
-
-    /// Recomputes the topic defaults from the dynamic broker configs of `image`; true if
-    /// they changed.
-    pub fn apply_dynamic_configs(&self, previous: Option<&MetadataImage>, image: &MetadataImage) -> bool {
-        if previous.is_some_and(|p| p.broker_configs == image.broker_configs) {
-            return false;
-        }
-        let me = self.config.node_id.to_string();
-        let defaults = self
-            .config
-            .topic_defaults
-            .with_dynamic(image.broker_configs.get(""), image.broker_configs.get(&me));
-        self.topic_defaults.store(Arc::new(defaults));
-        let (mine, cluster) = (image.broker_configs.get(&me), image.broker_configs.get(""));
-        self.leader_quota.set_rate(throttle::rate_of(throttle::LEADER_RATE, mine, cluster));
-        self.follower_quota.set_rate(throttle::rate_of(throttle::FOLLOWER_RATE, mine, cluster));
-        self.connection_limits.set_config(self.config.connections.with_dynamic(cluster, mine));
-        true
-    }
-
-    /// The group coordinator; started on first use (needs a Tokio runtime).
-    pub fn groups(self: &Arc<Self>) -> &crate::group_service::GroupService {
-        self.groups.get_or_init(|| crate::group_service::GroupService::start(self))
-    }
-
-    /// The transaction coordinator; started on first use (needs a Tokio runtime).
-    pub fn transactions(self: &Arc<Self>) -> &crate::txn_service::TxnService {
-        self.transactions.get_or_init(|| crate::txn_service::TxnService::start(self))
-    }
-
-    /// The group coordinator if it was started.
-    pub fn groups_if_started(&self) -> Option<&crate::group_service::GroupService> {
-        self.groups.get()
-    }
-
-    /// The transaction coordinator if it was started.
-    pub fn transactions_if_started(&self) -> Option<&crate::txn_service::TxnService> {
-        self.transactions.get()
-    }
-
-    /// The channel to the active controller.
-    pub fn controller_channel(&self) -> &ControllerChannel {
-        &self.channel
-    }
-
-    /// The queue of ISR changes to the controller; started on first use.
-    pub fn isr_changes(self: &Arc<Self>) -> &IsrChanges {
-        self.isr_changes.get_or_init(|| IsrChanges::start(Arc::downgrade(self)))
-    }
-
-    /// This broker's epoch from its registration (-1 before it registered).
-    pub fn broker_epoch(&self) -> i64 {
-        self.broker_epoch.load(Ordering::Acquire)
-    }
-
-    /// Records the epoch the controller gave this broker's registration.
-    pub fn set_broker_epoch(&self, epoch: i64) {
-        self.broker_epoch.store(epoch, Ordering::Release);
-    }
-
-    /// Records the port a listener actually bound (for `port 0` in tests).
-    pub fn set_bound_port(&self, listener: &str, port: u16) {
-        self.bound_ports.lock().unwrap_or_else(|p| p.into_inner()).insert(listener.to_string(), port);
-    }
-
-    /// The port a listener bound, if it has.
-    pub fn bound_port(&self, listener: &str) -> Option<u16> {
-        self.bound_ports.lock().unwrap_or_else(|p| p.into_inner()).get(listener).copied()
-    }
-
-    /// The endpoints this broker registers: its advertised broker listeners, with ports
-    /// given as 0 replaced by the bound ones and unspecified hosts by loopback.
-    pub fn advertised_endpoints(&self) -> Vec<crate::metadata::Endpoint> {
-        self.config
-            .advertised_listeners
-            .iter()
-            .map(|l| {
-                let port = if l.port == 0 { self.bound_port(&l.name).unwrap_or(0) } else { l.port };
-                let host = if l.host.is_empty() || l.host == "0.0.0.0" {
-                    "127.0.0.1".to_string()
-                } else {
-                    l.host.clone()
-                };
-                crate::metadata::Endpoint { listener: l.name.clone(), host, port }
-            })
-            .collect()
-    }
-
-    /// The host and port clients of `listener` should use to reach this broker.
-    pub fn advertised_address(&self, listener: &str) -> (String, i32) {
-        let endpoints = self.advertised_endpoints();
-        let e = endpoints.iter().find(|e| e.listener == listener).or(endpoints.first());
-        e.map_or((String::from("127.0.0.1"), 0), |e| (e.host.clone(), i32::from(e.port)))
-    }
-
-    /// "host:port" of `node`'s inter-broker listener, from the metadata.
-    pub fn inter_broker_address(&self, node: i32) -> Option<String> {
-        let image = self.metadata.current();
-        let b = image.broker(node)?;
-        let e = b.endpoint(&self.config.cluster.inter_broker_listener_name).or(b.endpoints.first())?;
-        Some(format!("{}:{}", e.host, e.port))
-    }
-
-    /// A control connection to `node`'s inter-broker listener (one per node, reconnected
-    /// if the node's address changed).
-    pub fn peer(&self, node: i32) -> Option<Arc<crate::net::PeerClient>> {
-        let addr = self.inter_broker_address(node)?;
-        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        let client = peers.entry(node).or_insert_with(|| {
-            Arc::new(crate::net::PeerClient::new(
-                addr.clone(),
-                format!("strata-broker-{}", self.config.node_id),
-            ))
-        });
-        if client.addr() != addr {
-            *client =
-                Arc::new(crate::net::PeerClient::new(addr, format!("strata-broker-{}", self.config.node_id)));
-        }
-        Some(client.clone())
-    }
-
-    /// The partition if this broker leads it; else the error a client should see
-    /// (NOT_LEADER_OR_FOLLOWER if the partition exists elsewhere).
-    pub fn leader_partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
-        match self.replicas.get(topic, index) {
-            Some(p) if p.is_leader() => Ok(p),
-            Some(_) => Err(ErrorCode::NotLeaderOrFollower),
-            None => Err(unhosted_error(&self.metadata.current(), topic, index)),
-        }
-    }
-
-    /// Records that the hosted partitions reflect the image at `index`.
-    pub fn set_applied(&self, index: u64) {
-        self.applied.send_replace(index);
-    }
-
-    /// Waits (up to `timeout`) until this broker's metadata shows every topic of `names`
-    /// and, for partitions it leads, hosts them as leader: what a client that just
-    /// created a topic here will ask for next. Returns the image it saw last.
-    pub async fn await_topics_applied(
-        &self,
-        names: &[String],
-        timeout: std::time::Duration,
-    ) -> Arc<MetadataImage> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut rx = self.applied.subscribe();
-        let me = self.config.node_id;
-        loop {
-            let image = self.metadata.current();
-            let shown = names.iter().all(|n| image.topic(n).is_some());
-            // Applied here (partitions hosted, coordinators told) up to an image showing them.
-            let applied = shown && *rx.borrow_and_update() >= image.applied_index;
-            let ready = applied
-                && names.iter().all(|n| {
-                    image.topic(n).is_some_and(|t| {
-                        t.partitions
-                            .iter()
-                            .filter(|p| p.leader == me)
-                            .all(|p| self.replicas.get(n, p.partition).is_some_and(|x| x.is_leader()))
-                    })
-                });
-            if ready {
-                return image;
-            }
-            let mut changes = self.metadata.subscribe();
-            tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => return self.metadata.current(),
-                _ = rx.changed() => {}
-                _ = changes.changed() => {}
-            }
-        }
-    }
-
-    /// Waits (up to `timeout`) until this broker's metadata no longer shows `names`.
-    pub async fn await_topics_gone(&self, names: &[String], timeout: std::time::Duration) {
-        let names = names.to_vec();
-        self.metadata.wait_for(timeout, move |i| names.iter().all(|n| i.topic(n).is_none())).await;
-    }
-
-    /// Stops background work and closes every log cleanly.
+    /// Stops the replica fetchers and closes every log cleanly.
     pub fn close(&self) {
         self.fetchers.shutdown();
-        if let Err(e) = self.replicas.close() {
-            tracing::error!(error = %e, "closing logs failed; the next start will recover them");
-        }
+        self.node.close();
     }
 }
 
-/// The error for a partition this broker does not host.
-pub fn unhosted_error(image: &MetadataImage, topic: &str, index: i32) -> ErrorCode {
-    if image.partition(topic, index).is_some() {
-        ErrorCode::NotLeaderOrFollower
-    } else {
-        ErrorCode::UnknownTopicOrPartition
-    }
-}
+impl std::ops::Deref for Broker {
+    type Target = Node;
 
-/// Reads or creates `meta.properties` (Kafka's format: `version`, `node.id`, and
-/// `cluster.id` once the quorum's is known) and returns the cluster id it holds.
-fn load_meta_properties(dir: &Path, node_id: i32) -> Result<Option<String>, StartError> {
-    let path = dir.join("meta.properties");
-    let io = |source| StartError::DataDir { path: path.clone(), source };
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let props = crate::config::parse_properties(&text).unwrap_or_default();
-            if let Some(found) = props.get("node.id").and_then(|v| v.parse::<i32>().ok()) {
-                if found != node_id {
-                    return Err(StartError::NodeIdMismatch {
-                        path: dir.to_path_buf(),
-                        found,
-                        configured: node_id,
-                    });
-                }
-            }
-            Ok(props.get("cluster.id").cloned())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            write_meta_properties(dir, node_id, None).map_err(io)?;
-            Ok(None)
-        }
-        Err(e) => Err(io(e)),
+    fn deref(&self) -> &Node {
+        &self.node
     }
-}
-
-fn write_meta_properties(dir: &Path, node_id: i32, cluster_id: Option<&str>) -> std::io::Result<()> {
-    let mut text = format!("#Written by Strata\nversion=1\nnode.id={node_id}\n");
-    if let Some(id) = cluster_id {
-        text.push_str(&format!("cluster.id={id}\n"));
-    }
-    let tmp = dir.join("meta.properties.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, dir.join("meta.properties"))
 }

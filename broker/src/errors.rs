@@ -1,10 +1,23 @@
 //! The one place where internal errors become Kafka error codes.
 
 use crate::controller::raft::ServeError;
-use crate::handlers::LogDirError;
 use crate::replica::{AppendError, WaitError};
 use strata_protocol::ErrorCode;
 use strata_storage::StorageError;
+
+/// Why a log directory could not be described; reported in its result's error code
+/// (see [`log_dir_error_code`]), as Kafka reports an offline dir.
+#[derive(Debug, thiserror::Error)]
+pub enum LogDirError {
+    /// `statvfs` of the directory failed: it is gone, unreadable or its disk failed.
+    #[error("cannot stat log dir {path}: {source}")]
+    Unreadable {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
 
 /// The error code of a StrataRaft answer whose RPC could not be served.
 pub fn raft_serve_error_code(e: &ServeError) -> ErrorCode {

@@ -10,20 +10,17 @@ mod clock;
 pub mod config;
 mod connection;
 mod controller;
-mod coordinator_leadership;
+mod coordinator;
 mod errors;
 mod fetch_session;
-mod group;
-mod group_service;
 mod handlers;
-mod internal_topics;
 mod lifecycle;
 mod limits;
 mod log_cleaner;
-mod markers;
 mod metadata;
 mod metrics;
 mod net;
+mod node;
 mod producer_ids;
 mod replica;
 mod replication;
@@ -31,8 +28,6 @@ mod server;
 #[cfg(test)]
 mod sim;
 mod topics;
-mod txn;
-mod txn_service;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;
@@ -41,6 +36,6 @@ pub use server::RunningServer;
 /// Opens the data directory and starts serving `config`'s listeners.
 pub async fn start(config: BrokerConfig) -> anyhow::Result<RunningServer> {
     limits::raise_open_files_limit();
-    let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
-    Ok(server::start(broker).await?)
+    let node = tokio::task::spawn_blocking(move || node::Node::open(config)).await??;
+    Ok(server::start(node).await?)
 }

@@ -5,9 +5,9 @@
 //! it to its partitions; on SIGTERM it asks for a controlled shutdown and waits until
 //! the controller has moved its leaderships away.
 
-use crate::broker::Broker;
+use crate::node::Node;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::broker_heartbeat::BrokerHeartbeatRequest;
 use strata_protocol::messages::broker_registration::{BrokerRegistrationRequest, Listener};
@@ -74,22 +74,18 @@ impl Lifecycle {
 /// nothing another replica could take over stops waiting for the controller.
 const UNANSWERED_BEFORE_GIVING_UP: u32 = 3;
 
-/// Registers and heartbeats until the broker is gone.
-pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
+/// Registers and heartbeats until the server stops the task.
+pub async fn run(node: Arc<Node>, lifecycle: Arc<Lifecycle>) {
     lifecycle.fenced.store(true, Ordering::Release);
     loop {
-        let Some(b) = broker.upgrade() else { return };
-        let epoch = register(&b).await;
-        b.set_broker_epoch(epoch);
-        drop(b);
-        if !heartbeat_until_stale(&broker, &lifecycle).await {
-            return;
-        }
+        let epoch = register(&node).await;
+        node.set_broker_epoch(epoch);
+        heartbeat_until_stale(&node, &lifecycle).await;
     }
 }
 
 /// Retries BrokerRegistration until it is accepted; returns the broker epoch.
-async fn register(b: &Arc<Broker>) -> i64 {
+async fn register(b: &Node) -> i64 {
     let mut pause = Duration::from_millis(50);
     loop {
         let request = BrokerRegistrationRequest {
@@ -122,13 +118,12 @@ async fn register(b: &Arc<Broker>) -> i64 {
     }
 }
 
-/// Heartbeats until the controller says the registration is stale (then returns true:
-/// register again) or the broker is gone (false).
-async fn heartbeat_until_stale(broker: &Weak<Broker>, lifecycle: &Lifecycle) -> bool {
+/// Heartbeats until the controller says the registration is stale (then returns: register
+/// again).
+async fn heartbeat_until_stale(b: &Node, lifecycle: &Lifecycle) {
     // Heartbeats in a row that asked to shut down and got no answer.
     let mut unanswered_shutdown = 0;
     loop {
-        let Some(b) = broker.upgrade() else { return false };
         let interval = Duration::from_millis(b.config.cluster.broker_heartbeat_interval_ms);
         let shutting_down = lifecycle.shutting_down.load(Ordering::Acquire);
         let request = BrokerHeartbeatRequest {
@@ -163,14 +158,13 @@ async fn heartbeat_until_stale(broker: &Weak<Broker>, lifecycle: &Lifecycle) -> 
                 }
                 Some(ErrorCode::StaleBrokerEpoch) => {
                     tracing::warn!("the controller no longer knows this registration; registering again");
-                    return true;
+                    return;
                 }
                 other => tracing::debug!(error = ?other, "heartbeat refused"),
             },
             Ok(other) => tracing::error!(api = ?other.api_key(), "unexpected answer to BrokerHeartbeat"),
             Err(e) => tracing::debug!(error = %e, "heartbeat not answered"),
         }
-        drop(b);
         let pause = if shutting_down { interval.min(Duration::from_millis(200)) } else { interval };
         let _ = tokio::time::timeout(pause, lifecycle.wake.notified()).await;
     }

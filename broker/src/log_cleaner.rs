@@ -5,10 +5,10 @@
 //! One plain thread (the work is blocking file I/O), woken every `log.cleaner.backoff.ms`
 //! when nothing was due, and stopped by the broker's shutdown.
 
-use crate::broker::Broker;
 use crate::clock::now_ms;
+use crate::node::Node;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 use strata_storage::{CleanOutcome, Cleaner, CleanerConfig};
 
@@ -31,25 +31,25 @@ impl CleanerHandle {
 }
 
 /// Starts the cleaner unless `log.cleaner.enable=false`.
-pub fn start(broker: &Arc<Broker>) -> Option<CleanerHandle> {
-    let settings = &broker.config.coordinators;
+pub fn start(node: &Arc<Node>) -> Option<CleanerHandle> {
+    let settings = &node.config.coordinators;
     if !settings.log_cleaner_enable {
         return None;
     }
     let config = settings.cleaner.clone();
     let backoff = Duration::from_millis(settings.log_cleaner_backoff_ms);
     let stop = Arc::new(AtomicBool::new(false));
-    let weak = Arc::downgrade(broker);
     let flag = stop.clone();
+    let node = node.clone();
     let thread = std::thread::Builder::new()
         .name("log-cleaner".into())
-        .spawn(move || run(weak, config, backoff, flag))
+        .spawn(move || run(node, config, backoff, flag))
         .map_err(|e| tracing::error!(error = %e, "cannot start the log cleaner"))
         .ok()?;
     Some(CleanerHandle { stop, thread: Some(thread) })
 }
 
-fn run(broker: Weak<Broker>, config: CleanerConfig, backoff: Duration, stop: Arc<AtomicBool>) {
+fn run(node: Arc<Node>, config: CleanerConfig, backoff: Duration, stop: Arc<AtomicBool>) {
     let mut cleaner = match Cleaner::new(config) {
         Ok(c) => c,
         Err(e) => {
@@ -58,9 +58,7 @@ fn run(broker: Weak<Broker>, config: CleanerConfig, backoff: Duration, stop: Arc
         }
     };
     while !stop.load(Ordering::Acquire) {
-        let Some(broker) = broker.upgrade() else { return };
-        let cleaned = clean_filthiest(&broker, &mut cleaner);
-        drop(broker);
+        let cleaned = clean_filthiest(&node, &mut cleaner);
         if !cleaned {
             std::thread::park_timeout(backoff);
         }
@@ -68,7 +66,7 @@ fn run(broker: Weak<Broker>, config: CleanerConfig, backoff: Duration, stop: Arc
 }
 
 /// Cleans the log with the highest dirty ratio that is due; true if one was cleaned.
-fn clean_filthiest(broker: &Broker, cleaner: &mut Cleaner) -> bool {
+fn clean_filthiest(broker: &Node, cleaner: &mut Cleaner) -> bool {
     let now = now_ms();
     let mut best: Option<(f64, Arc<crate::replica::Partition>)> = None;
     let mut dirtiest = 0.0f64;

@@ -6,8 +6,8 @@
 //! `RPCProducerIdManager` does), so InitProducerId rarely waits; while no id is left it
 //! answers COORDINATOR_LOAD_IN_PROGRESS and the client retries.
 
-use crate::broker::Broker;
-use std::sync::{Mutex, Weak};
+use crate::node::Node;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use strata_protocol::messages::allocate_producer_ids::AllocateProducerIdsRequest;
 use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
@@ -108,15 +108,12 @@ impl ProducerIdManager {
     }
 }
 
-/// Fetches blocks from the controller whenever the manager runs low, until the broker
-/// is gone.
-pub async fn run_refill(broker: Weak<Broker>) {
+/// Fetches blocks from the controller whenever the manager runs low (until the server
+/// stops the task).
+pub async fn run_refill(node: Arc<Node>) {
     loop {
-        let Some(b) = broker.upgrade() else { return };
-        if !b.producer_ids.needs_block() {
-            drop(b);
-            let Some(strong) = broker.upgrade() else { return };
-            let manager = &strong.producer_ids;
+        if !node.producer_ids.needs_block() {
+            let manager = &node.producer_ids;
             let want = manager.want.notified();
             tokio::pin!(want);
             want.as_mut().enable();
@@ -126,26 +123,24 @@ pub async fn run_refill(broker: Weak<Broker>) {
             }
             continue;
         }
-        let epoch = b.broker_epoch();
+        let epoch = node.broker_epoch();
         if epoch < 0 {
-            drop(b);
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
-        let request = AllocateProducerIdsRequest { broker_id: b.config.node_id, broker_epoch: epoch };
-        let timeout = Duration::from_millis(b.config.cluster.quorum_request_timeout_ms.max(1000));
-        match b.controller_channel().call(RequestBody::AllocateProducerIds(request), 0, timeout).await {
+        let request = AllocateProducerIdsRequest { broker_id: node.config.node_id, broker_epoch: epoch };
+        let timeout = Duration::from_millis(node.config.cluster.quorum_request_timeout_ms.max(1000));
+        match node.controller_channel().call(RequestBody::AllocateProducerIds(request), 0, timeout).await {
             Ok(ResponseBody::AllocateProducerIds(r)) if r.error_code == 0 && r.producer_id_len > 0 => {
                 tracing::debug!(
                     first = r.producer_id_start,
                     len = r.producer_id_len,
                     "producer id block allocated"
                 );
-                b.producer_ids.add_block(r.producer_id_start, r.producer_id_len);
+                node.producer_ids.add_block(r.producer_id_start, r.producer_id_len);
             }
             other => {
                 tracing::warn!(answer = ?other.as_ref().map(|r| r.api_key()), "producer id block not allocated; retrying");
-                drop(b);
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }

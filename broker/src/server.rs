@@ -4,11 +4,12 @@
 //! metadata, replica fetchers, ISR checks, coordinators, maintenance). Everything
 //! Kafka-specific happens in `connection` and `handlers`.
 
-use crate::broker::{Broker, StartError};
+use crate::broker::Broker;
 use crate::connection;
 use crate::controller::raft::MetadataQuorum;
 use crate::handlers::context::ListenerKind;
 use crate::lifecycle::Lifecycle;
+use crate::node::{Node, StartError};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,8 +76,10 @@ impl RunningServer {
     }
 }
 
-/// Binds every listener of `broker`'s configuration and starts serving.
-pub async fn start(broker: Arc<Broker>) -> Result<RunningServer, StartError> {
+/// Builds the services on `node`, binds every listener of its configuration and starts
+/// serving.
+pub async fn start(node: Arc<Node>) -> Result<RunningServer, StartError> {
+    let broker = Broker::start(node.clone());
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut local_addrs = Vec::new();
     let mut tasks = Vec::new();
@@ -112,35 +115,28 @@ pub async fn start(broker: Arc<Broker>) -> Result<RunningServer, StartError> {
         )));
     }
     let quorum = if broker.config.cluster.controller {
-        Some(crate::controller::start(&broker).await?)
+        Some(node.start_controller().await?)
     } else {
-        tasks.push(tokio::spawn(crate::controller::follower::run(Arc::downgrade(&broker))));
+        tasks.push(tokio::spawn(crate::controller::follower::run(node.clone())));
         None
     };
     let mut metrics_addr = None;
     if let Some(addr) = broker.config.metrics_listener {
         if let Some(socket) = crate::metrics::http::bind(addr).await {
             metrics_addr = socket.local_addr().ok();
-            let serve = crate::metrics::http::serve(
-                socket,
-                Arc::downgrade(&broker),
-                quorum.clone(),
-                shutdown_rx.clone(),
-            );
+            let serve =
+                crate::metrics::http::serve(socket, broker.clone(), quorum.clone(), shutdown_rx.clone());
             tasks.push(tokio::spawn(serve));
         }
     }
-    let weak = Arc::downgrade(&broker);
     let mut cleaner = None;
     if broker.config.cluster.broker {
-        tasks.push(tokio::spawn(crate::lifecycle::run(weak.clone(), lifecycle.clone())));
-        tasks.push(tokio::spawn(crate::metadata::listener::run(weak.clone(), lifecycle.clone())));
-        tasks.push(tokio::spawn(crate::replication::run_isr_checks(weak.clone())));
-        tasks.push(tokio::spawn(crate::producer_ids::run_refill(weak.clone())));
+        tasks.push(tokio::spawn(crate::lifecycle::run(node.clone(), lifecycle.clone())));
+        tasks.push(tokio::spawn(crate::metadata::listener::run(broker.clone(), lifecycle.clone())));
+        tasks.push(tokio::spawn(crate::replication::run_isr_checks(broker.clone())));
+        tasks.push(tokio::spawn(crate::producer_ids::run_refill(node.clone())));
         tasks.push(tokio::spawn(crate::background::run(broker.clone(), shutdown_rx.clone())));
-        broker.groups();
-        broker.transactions();
-        cleaner = crate::log_cleaner::start(&broker);
+        cleaner = crate::log_cleaner::start(&node);
     }
     Ok(RunningServer { local_addrs, metrics_addr, shutdown, tasks, cleaner, lifecycle, quorum, broker })
 }

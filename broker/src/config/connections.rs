@@ -1,10 +1,10 @@
 //! What one client or many may hold of the broker: connections (overall, per address)
 //! and the request bytes kept in memory while requests are received and handled.
 
-use super::topic::{Key, Kind};
+use super::keys::{parse_host_counts, Key, Kind};
 use super::{ConfigError, Listener, Parser};
 use std::collections::{BTreeMap, HashMap};
-use std::net::{IpAddr, ToSocketAddrs};
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// Strata's default of `queued.max.request.bytes` (Kafka's is -1, unbounded): with it the
@@ -130,7 +130,7 @@ impl ConnectionLimitsConfig {
         }
         let max_connections_per_ip = p.int_in(PER_IP, max, 0, max)? as usize;
         let overrides = p.opt_string(PER_IP_OVERRIDES).unwrap_or_default();
-        let per_ip_overrides = parse_overrides(&overrides).map_err(|reason| ConfigError::InvalidValue {
+        let per_ip_overrides = parse_host_counts(&overrides).map_err(|reason| ConfigError::InvalidValue {
             key: PER_IP_OVERRIDES.into(),
             value: overrides.clone(),
             reason,
@@ -187,7 +187,7 @@ impl ConnectionLimitsConfig {
         if let Some(n) = count(CREATION_RATE) {
             out.max_connection_creation_rate = n;
         }
-        if let Some(overrides) = value(PER_IP_OVERRIDES).and_then(|v| parse_overrides(v).ok()) {
+        if let Some(overrides) = value(PER_IP_OVERRIDES).and_then(|v| parse_host_counts(v).ok()) {
             out.per_ip_overrides = overrides;
         }
         // Per-listener keys: the cluster default's first, then this broker's over them.
@@ -205,26 +205,6 @@ impl ConnectionLimitsConfig {
         }
         out
     }
-}
-
-/// `host:count,ip:count` into addresses and counts (every address a host name has).
-pub(crate) fn parse_overrides(text: &str) -> Result<HashMap<IpAddr, usize>, String> {
-    let mut out = HashMap::new();
-    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (host, count) = entry.rsplit_once(':').ok_or_else(|| format!("{entry:?} is not host:count"))?;
-        let count: usize =
-            count.trim().parse().map_err(|_| format!("{entry:?}: the count is not a number"))?;
-        let host = host.trim().trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            out.insert(ip, count);
-            continue;
-        }
-        let addrs = (host, 0).to_socket_addrs().map_err(|e| format!("cannot resolve {host:?}: {e}"))?;
-        for a in addrs {
-            out.insert(a.ip(), count);
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! the key) and described by DescribeConfigs with their defaults.
 
 use super::{ConfigError, Parser};
-use crate::group::GroupConfig;
-use crate::txn::TxnConfig;
+use crate::coordinator::group::GroupConfig;
+use crate::coordinator::txn::TxnConfig;
 use strata_storage::{CleanerConfig, StorageError};
 
 /// Largest value of a key Kafka types INT.

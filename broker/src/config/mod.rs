@@ -6,8 +6,10 @@
 pub mod cluster;
 pub mod connections;
 pub mod coordinators;
+pub mod keys;
 mod properties;
 pub mod security;
+pub mod throttle;
 pub mod topic;
 
 pub use properties::parse_properties;
@@ -23,7 +25,7 @@ use std::path::PathBuf;
 pub fn dynamic_broker_key(name: &str) -> Option<&'static topic::Key> {
     topic::KEYS
         .iter()
-        .chain(crate::replication::throttle::RATE_KEYS)
+        .chain(throttle::RATE_KEYS)
         .chain(connections::DYNAMIC_KEYS)
         .find(|k| k.broker_key == name)
         .or_else(|| connections::listener_key(name).map(|(_, key)| key))
@@ -541,7 +543,7 @@ mod tests {
         let d = BrokerConfig::default().coordinators;
         assert_eq!(
             d.group.group_initial_rebalance_delay_ms,
-            crate::group::GroupConfig::default().group_initial_rebalance_delay_ms
+            crate::coordinator::group::GroupConfig::default().group_initial_rebalance_delay_ms
         );
         assert_eq!(d.cleaner.dedupe_buffer_bytes, 16 << 20, "Strata's smaller key map");
         for (key, value) in [

@@ -4,10 +4,10 @@
 //! not answer. Controllers answer from their applied (committed) state, so a broker
 //! never sees an uncommitted change.
 
-use crate::broker::Broker;
 use crate::metadata::{ImageSnapshot, MetadataImage};
 use crate::net::PeerClient;
-use std::sync::{Arc, Weak};
+use crate::node::Node;
+use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::strata_metadata_fetch::StrataMetadataFetchRequest;
 use strata_protocol::{RequestBody, ResponseBody};
@@ -15,12 +15,10 @@ use strata_protocol::{RequestBody, ResponseBody};
 /// How long a controller may hold a fetch waiting for news.
 const MAX_WAIT_MS: i32 = 2000;
 
-/// Pulls metadata until the broker is gone.
-pub async fn run(broker: Weak<Broker>) {
-    let Some(b) = broker.upgrade() else { return };
-    let voters = b.config.cluster.voters.clone();
-    let node_id = b.config.node_id;
-    drop(b);
+/// Pulls metadata until the server stops the task.
+pub async fn run(node: Arc<Node>) {
+    let voters = node.config.cluster.voters.clone();
+    let node_id = node.config.node_id;
     let clients: Vec<(i32, PeerClient)> = voters
         .iter()
         .map(|v| {
@@ -29,9 +27,7 @@ pub async fn run(broker: Weak<Broker>) {
         .collect();
     let mut at = 0usize;
     loop {
-        let Some(b) = broker.upgrade() else { return };
-        let from = b.metadata.current().applied_index as i64;
-        drop(b);
+        let from = node.metadata.current().applied_index as i64;
         let Some((voter, client)) = clients.get(at % clients.len().max(1)) else { return };
         let request = StrataMetadataFetchRequest {
             node_id,
@@ -41,14 +37,13 @@ pub async fn run(broker: Weak<Broker>) {
         let timeout = Duration::from_millis(MAX_WAIT_MS as u64 + 3000);
         match client.call(RequestBody::StrataMetadataFetch(request), 0, timeout).await {
             Ok(ResponseBody::StrataMetadataFetch(r)) if r.error_code == 0 => {
-                let Some(b) = broker.upgrade() else { return };
                 if r.leader_id >= 0 {
-                    b.controller_channel().set_hint(r.leader_id);
+                    node.controller_channel().set_hint(r.leader_id);
                 }
                 if let Some(snapshot) = r.snapshot {
                     match serde_json::from_slice::<ImageSnapshot>(&snapshot) {
                         Ok(s) if s.applied_index as i64 > from => {
-                            b.metadata.publish(Arc::new(MetadataImage::from_snapshot(s)));
+                            node.metadata.publish(Arc::new(MetadataImage::from_snapshot(s)));
                         }
                         Ok(_) => {}
                         Err(e) => tracing::error!(voter, error = %e, "undecodable metadata snapshot"),

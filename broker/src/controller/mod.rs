@@ -28,66 +28,11 @@ pub mod raft;
 pub mod reassign;
 pub mod service;
 pub mod topics;
-mod transport;
+pub mod transport;
 
-use crate::broker::{Broker, StartError};
 use crate::config::topic::TopicDefaults;
 use crate::metadata::MetadataImage;
-use raft::MetadataQuorum;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use std::time::Duration;
-
-/// Starts this voter's share of the controller quorum (its Raft log in
-/// `<metadata.log.dir or first log.dirs>/__cluster_metadata-0/`) and its controller
-/// service, and connects the broker's controller channel to it.
-pub async fn start(broker: &Arc<Broker>) -> Result<Arc<MetadataQuorum>, StartError> {
-    let config = &broker.config;
-    let c = &config.cluster;
-    let voters: BTreeMap<i32, String> =
-        c.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect();
-    let root = c.metadata_log_dir.clone().unwrap_or_else(|| config.data_dir().to_path_buf());
-    let dir = root.join(format!("{}0", strata_storage::METADATA_LOG_PREFIX));
-    let transport = Arc::new(transport::PeerRaftTransport::new(config.node_id, &voters));
-    let quorum = MetadataQuorum::start(config.node_id, voters, &dir, c, broker.metadata.clone(), transport)
-        .await
-        .map_err(|e| StartError::Quorum(e.to_string()))?;
-    let quorum = Arc::new(quorum);
-    let settings = ControllerSettings {
-        session_timeout_ms: c.broker_session_timeout_ms as i64,
-        unclean_leader_election_enable: c.unclean_leader_election_enable,
-        num_partitions: config.num_partitions,
-        default_replication_factor: config.default_replication_factor,
-        leader_imbalance_per_broker_percentage: c.leader_imbalance_per_broker_percentage,
-        delete_topic_enable: config.delete_topic_enable,
-        topic_defaults: config.topic_defaults.clone(),
-        local_broker: c.broker.then_some(config.node_id),
-    };
-    let proposed_cluster_id = broker
-        .local_cluster_id()
-        .or_else(|| config.cluster_id.clone())
-        .unwrap_or_else(|| crate::topics::new_topic_id().to_string());
-    let bootstrap_records =
-        std::mem::take(&mut *broker.bootstrap_records.lock().unwrap_or_else(|p| p.into_inner()));
-    let service_config = service::ServiceConfig {
-        proposed_cluster_id,
-        bootstrap_records,
-        imported_store: Some(config.data_dir().to_path_buf()),
-        tick: Duration::from_millis((c.broker_session_timeout_ms / 8).clamp(20, 500)),
-        stale_after: service::stale_after(c),
-        leader_rebalance_every: c
-            .auto_leader_rebalance_enable
-            .then(|| Duration::from_millis(c.leader_imbalance_check_interval_ms)),
-    };
-    let service = service::ControllerService::start(
-        quorum.clone(),
-        broker.metadata.clone(),
-        ControllerState::new(settings),
-        service_config,
-    );
-    broker.controller_channel().set_local(service);
-    Ok(quorum)
-}
+use std::collections::HashMap;
 
 /// The settings decisions depend on, from the controller node's configuration.
 #[derive(Debug, Clone)]

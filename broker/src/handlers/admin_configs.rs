@@ -7,8 +7,8 @@
 
 use crate::broker::Broker;
 use crate::config::connections::{listener_key, DYNAMIC_KEYS as CONNECTION_KEYS};
+use crate::config::throttle::RATE_KEYS;
 use crate::config::topic::{Key, Kind, Source, KEYS, TOPIC_ONLY_KEYS};
-use crate::replication::throttle::RATE_KEYS;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use strata_protocol::messages::alter_configs::{

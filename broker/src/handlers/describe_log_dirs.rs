@@ -10,9 +10,10 @@
 //! broker to print the replicas' current log dirs before it submits a reassignment.
 
 use crate::broker::Broker;
+use crate::errors::LogDirError;
 use crate::replica::write_health::{volume_bytes, VolumeBytes};
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use strata_protocol::messages::describe_log_dirs::{
     DescribeLogDirsPartition, DescribeLogDirsRequest, DescribeLogDirsResponse, DescribeLogDirsResult,
     DescribeLogDirsTopic,
@@ -21,20 +22,6 @@ use strata_protocol::messages::describe_log_dirs::{
 /// Kafka's `INVALID_OFFSET_LAG`: the lag of a log whose partition this broker does not
 /// host (a stray log awaiting deletion).
 const INVALID_OFFSET_LAG: i64 = -1;
-
-/// Why a log directory could not be described; reported in its result's error code
-/// (see [`crate::errors::log_dir_error_code`]), as Kafka reports an offline dir.
-#[derive(Debug, thiserror::Error)]
-pub enum LogDirError {
-    /// `statvfs` of the directory failed: it is gone, unreadable or its disk failed.
-    #[error("cannot stat log dir {path}: {source}")]
-    Unreadable {
-        /// The directory.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-}
 
 /// Handles DescribeLogDirs: null `topics` describes every partition log in the dir;
 /// otherwise only the named partitions this broker has a log for (others are left out,

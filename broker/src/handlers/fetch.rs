@@ -21,10 +21,11 @@
 //! the answer cut down to what changed (`crate::fetch_session`).
 
 use super::leader_discovery::{self, names_leader, node_endpoints};
-use crate::broker::{unhosted_error, Broker};
+use crate::broker::Broker;
 use crate::errors::storage_error_code;
 use crate::fetch_session::SessionPlan;
 use crate::metadata::MetadataImage;
+use crate::node::unhosted_error;
 use crate::replica::{Partition, ReadError, ReadUpper};
 use crate::replication::throttle;
 use std::sync::Arc;
@@ -376,7 +377,7 @@ fn read_partition(
             eligible,
         );
         if let Some(proposal) = proposal {
-            broker.isr_changes().submit(p.clone(), proposal);
+            broker.isr_changes.submit(p.clone(), proposal);
         }
         pd.high_watermark = p.high_watermark();
     }

@@ -5,9 +5,9 @@
 //! retries. Batched keys from v4 (KIP-699).
 
 use crate::broker::Broker;
+use crate::coordinator::internal_topics::CONSUMER_OFFSETS;
+use crate::coordinator::internal_topics::TRANSACTION_STATE;
 use crate::handlers::context::RequestContext;
-use crate::internal_topics::CONSUMER_OFFSETS;
-use crate::txn_service::TRANSACTION_STATE;
 use std::sync::Arc;
 use strata_protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -26,8 +26,8 @@ pub async fn handle(
 ) -> FindCoordinatorResponse {
     let keys = if version >= 4 { request.coordinator_keys.clone() } else { vec![request.key.clone()] };
     let ensured = match request.key_type {
-        GROUP => broker.groups().ensure_topic().await,
-        TRANSACTION => broker.transactions().ensure_topic().await,
+        GROUP => broker.groups.ensure_topic().await,
+        TRANSACTION => broker.transactions.ensure_topic().await,
         _ => Err(ErrorCode::InvalidRequest),
     };
     let image = broker.metadata.current();
@@ -36,8 +36,8 @@ pub async fn handle(
         .map(|key| {
             let found = ensured.and_then(|()| {
                 let (topic, partition) = match request.key_type {
-                    GROUP => (CONSUMER_OFFSETS, broker.groups().partition_for(&key)),
-                    _ => (TRANSACTION_STATE, broker.transactions().partition_for(&key)),
+                    GROUP => (CONSUMER_OFFSETS, broker.groups.partition_for(&key)),
+                    _ => (TRANSACTION_STATE, broker.transactions.partition_for(&key)),
                 };
                 let leader = image.partition(topic, partition).map_or(-1, |p| p.leader);
                 let endpoint = image

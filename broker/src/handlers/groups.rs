@@ -1,14 +1,14 @@
 //! The classic group APIs: JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup
 //! (14), OffsetCommit (8), OffsetFetch (9), DescribeGroups (15), ListGroups (16),
 //! DeleteGroups (42) and OffsetDelete (47), and TxnOffsetCommit (28). Each is forwarded
-//! to the group coordinator task ([`crate::group_service`]), which owns the state
+//! to the group coordinator task ([`crate::coordinator::group::service`]), which owns the state
 //! machine; JoinGroup and SyncGroup answers arrive when the rebalance allows. A
 //! TxnOffsetCommit is first verified with the transaction coordinator (KIP-890 part 1).
 
 use crate::broker::Broker;
-use crate::group::RequestMeta;
-use crate::group_service::{next_token, GroupRequest};
-use crate::txn::verification_error_for_client;
+use crate::coordinator::group::service::{next_token, GroupRequest};
+use crate::coordinator::group::RequestMeta;
+use crate::coordinator::txn::verification_error_for_client;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use strata_protocol::messages::offset_commit::{
@@ -30,7 +30,7 @@ pub async fn handle(
     // Clients that skip FindCoordinator still get a coordinator: create the topic on the
     // first group request, as FindCoordinator would (the answer may then still be
     // NOT_COORDINATOR if another broker leads the group's partition).
-    if let Err(code) = broker.groups().ensure_topic().await {
+    if let Err(code) = broker.groups.ensure_topic().await {
         tracing::debug!(error = code.name(), "__consumer_offsets not available yet");
     }
     let (body, unknown) = split_unknown_topics(broker, body);
@@ -64,7 +64,7 @@ pub async fn handle(
     };
     // A join or sync waits for the other members (Kafka's delayed join is remote time).
     let waits_for_members = matches!(request, GroupRequest::Join(_) | GroupRequest::Sync(_));
-    let call = broker.groups().call(meta, request);
+    let call = broker.groups.call(meta, request);
     let response = if waits_for_members { crate::metrics::remote_wait(call).await } else { call.await }?;
     Some(unknown.merge_into(response))
 }
@@ -171,7 +171,7 @@ async fn verify_txn_offset_commit(
         return None;
     }
     let code = broker
-        .transactions()
+        .transactions
         .verify_offsets(
             request.transactional_id.clone(),
             request.producer_id,
@@ -190,5 +190,5 @@ async fn verify_txn_offset_commit(
         error = code.name(),
         "transactional offset commit refused by verification"
     );
-    Some(crate::group::txn_commit_response(request, code))
+    Some(crate::coordinator::group::txn_commit_response(request, code))
 }

@@ -5,11 +5,11 @@
 //! Metadata, not on Produce).
 
 use crate::broker::Broker;
+use crate::coordinator::internal_topics::CONSUMER_OFFSETS;
+use crate::coordinator::internal_topics::TRANSACTION_STATE;
 use crate::handlers::context::RequestContext;
-use crate::internal_topics::CONSUMER_OFFSETS;
 use crate::metadata::{MetadataImage, TopicImage};
 use crate::topics::validate_topic_name;
-use crate::txn_service::TRANSACTION_STATE;
 use std::sync::Arc;
 use strata_protocol::messages::metadata::{
     MetadataRequest, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
@@ -49,9 +49,9 @@ pub async fn handle(
             missing.into_iter().partition(|n| n == CONSUMER_OFFSETS || n == TRANSACTION_STATE);
         for name in &internal {
             let created = if name == CONSUMER_OFFSETS {
-                broker.groups().ensure_topic().await
+                broker.groups.ensure_topic().await
             } else {
-                broker.transactions().ensure_topic().await
+                broker.transactions.ensure_topic().await
             };
             if let Err(code) = created {
                 failed.push((name.clone(), code));

@@ -27,8 +27,6 @@ mod partition_reassignments;
 mod produce;
 mod transactions;
 
-pub use describe_log_dirs::LogDirError;
-
 use crate::broker::Broker;
 use context::RequestContext;
 use std::sync::Arc;

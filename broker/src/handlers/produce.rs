@@ -19,9 +19,9 @@
 use super::leader_discovery::{current_leader, names_leader, node_endpoints};
 use crate::broker::Broker;
 use crate::clock::now_ms;
+use crate::coordinator::txn::{produce_verification_refusal, verification_error_for_client, TopicPartition};
 use crate::errors::append_error_code;
 use crate::metadata::MetadataImage;
-use crate::txn::{produce_verification_refusal, verification_error_for_client, TopicPartition};
 use std::collections::HashMap;
 use std::sync::Arc;
 use strata_protocol::messages::produce::{
@@ -309,7 +309,7 @@ async fn verify_transactional(
         return refused;
     };
     let results = broker
-        .transactions()
+        .transactions
         .verify(transactional_id.to_string(), producer_id, producer_epoch, partitions)
         .await;
     for (tp, code) in results {

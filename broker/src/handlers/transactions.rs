@@ -1,13 +1,13 @@
 //! The transaction APIs: InitProducerId with a transactional id (22), AddPartitionsToTxn
 //! (24), AddOffsetsToTxn (25), EndTxn (26), DescribeTransactions (65) and
 //! ListTransactions (66) go to the transaction coordinator task
-//! ([`crate::txn_service`]); WriteTxnMarkers (27) appends the markers on the partitions
+//! ([`crate::coordinator::txn::service`]); WriteTxnMarkers (27) appends the markers on the partitions
 //! this broker leads; DescribeProducers (61) reads each led partition's producer state.
 
 use crate::broker::Broker;
-use crate::markers::{write_replicated, MarkerWrite};
-use crate::txn::RequestMeta;
-use crate::txn_service::{next_token, TxnRequest};
+use crate::coordinator::txn::markers::{write_replicated, MarkerWrite};
+use crate::coordinator::txn::service::{next_token, TxnRequest};
+use crate::coordinator::txn::RequestMeta;
 use std::sync::Arc;
 use strata_protocol::messages::describe_producers::{
     DescribeProducersRequest, DescribeProducersResponse, PartitionResponse, ProducerState, TopicResponse,
@@ -34,11 +34,11 @@ pub async fn coordinator(broker: &Arc<Broker>, version: i16, body: RequestBody) 
         _ => return None,
     };
     // As for groups: a client that skips FindCoordinator still gets a coordinator.
-    if let Err(code) = broker.transactions().ensure_topic().await {
+    if let Err(code) = broker.transactions.ensure_topic().await {
         tracing::debug!(error = code.name(), "__transaction_state not available yet");
     }
     let meta = RequestMeta { token: next_token(), api_version: version };
-    broker.transactions().call(meta, request).await
+    broker.transactions.call(meta, request).await
 }
 
 /// Handles WriteTxnMarkers: one control batch per listed partition, each answered once
@@ -60,7 +60,9 @@ pub async fn write_txn_markers(
             for &index in &t.partition_indexes {
                 let (broker, write, topic) = (broker.clone(), write.clone(), t.name.clone());
                 tasks.spawn(async move {
-                    let code = write_replicated(&broker, &topic, index, &write, MARKER_TIMEOUT).await;
+                    let code =
+                        write_replicated(&broker, &broker.groups, &topic, index, &write, MARKER_TIMEOUT)
+                            .await;
                     (topic, index, code)
                 });
             }

@@ -8,25 +8,22 @@
 use crate::broker::Broker;
 use crate::lifecycle::Lifecycle;
 use crate::metadata::MetadataImage;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Applies images as they are published, from the moment the broker has caught up with
-/// the quorum's metadata, until the broker is gone.
-pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
-    let Some(b) = broker.upgrade() else { return };
-    let mut rx = b.metadata.subscribe();
-    drop(b);
+/// the quorum's metadata, until the server stops the task.
+pub async fn run(broker: Arc<Broker>, lifecycle: Arc<Lifecycle>) {
+    let mut rx = broker.metadata.subscribe();
     let mut applied: Option<Arc<MetadataImage>> = None;
     let mut applied_ready = false;
     loop {
-        let Some(b) = broker.upgrade() else { return };
-        let image = b.metadata.current();
-        let epoch = b.broker_epoch();
+        let image = broker.metadata.current();
+        let epoch = broker.broker_epoch();
         let caught_up = epoch >= 0 && image.applied_index as i64 >= epoch;
         let changed = applied.as_ref().is_none_or(|a| a.applied_index != image.applied_index);
         if let Some(id) = image.cluster_id.as_deref().filter(|_| changed) {
-            if let Err(e) = b.adopt_cluster_id(id) {
+            if let Err(e) = broker.adopt_cluster_id(id) {
                 tracing::error!(error = %e, "this data directory belongs to another cluster; stopping");
                 std::process::exit(1);
             }
@@ -41,15 +38,15 @@ pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
         if (caught_up || applied_ready) && (changed || !applied_ready) {
             let previous = applied.clone();
             let next = image.clone();
-            let broker2 = b.clone();
+            let node = broker.node().clone();
             let changes = tokio::task::spawn_blocking(move || {
-                broker2.metrics.metadata_applied(previous.as_deref(), &next);
-                let defaults_changed = broker2.apply_dynamic_configs(previous.as_deref(), &next);
+                node.metrics.metadata_applied(previous.as_deref(), &next);
+                let defaults_changed = node.apply_dynamic_configs(previous.as_deref(), &next);
                 crate::replica::apply_image(
-                    &broker2.replicas,
+                    &node.replicas,
                     previous.as_deref().filter(|_| !defaults_changed),
                     &next,
-                    &broker2.topic_defaults(),
+                    &node.topic_defaults(),
                     caught_up,
                     crate::clock::now_ms(),
                 )
@@ -58,17 +55,17 @@ pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
             match changes {
                 Ok(changes) => {
                     for (topic, index) in &changes.stop_fetching {
-                        b.fetchers.remove(topic, *index);
+                        broker.fetchers.remove(topic, *index);
                     }
                     for (partition, leader) in changes.new_followers {
-                        b.fetchers.add(&b, partition, leader);
+                        broker.fetchers.add(partition, leader);
                     }
-                    crate::coordinator_leadership::update(&b, &image);
-                    b.set_applied(image.applied_index);
+                    crate::coordinator::leadership::update(&broker, &image);
+                    broker.set_applied(image.applied_index);
                 }
                 Err(e) => tracing::error!(error = %e, "applying metadata panicked"),
             }
-            let me = image.brokers.get(&b.config.node_id);
+            let me = image.brokers.get(&broker.config.node_id);
             if me.is_some_and(|me| me.epoch == epoch && !me.fenced) {
                 lifecycle.applied_unfenced();
             }
@@ -82,7 +79,6 @@ pub async fn run(broker: Weak<Broker>, lifecycle: Arc<Lifecycle>) {
                 );
             }
         }
-        drop(b);
         // Also wake now and then: readiness depends on the broker epoch too.
         let _ = tokio::time::timeout(Duration::from_millis(100), rx.changed()).await;
     }

@@ -5,8 +5,8 @@
 use super::{BrokerMetrics, TopicMetrics};
 use crate::broker::Broker;
 use crate::controller::raft::{MetadataQuorum, QuorumRole};
-use crate::group::GroupsSnapshot;
-use crate::txn::{TxnCoordinatorSnapshot, TxnState};
+use crate::coordinator::group::GroupsSnapshot;
+use crate::coordinator::txn::{TxnCoordinatorSnapshot, TxnState};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -22,13 +22,14 @@ const GROUPS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The exposition of `broker`'s metrics (and of `quorum`, on a controller).
 pub async fn render(broker: &Arc<Broker>, quorum: Option<&Arc<MetadataQuorum>>) -> String {
-    let groups = match broker.groups_if_started() {
-        Some(g) => tokio::time::timeout(GROUPS_TIMEOUT, g.snapshot()).await.ok().flatten(),
-        None => None,
-    };
-    let transactions = match broker.transactions_if_started() {
-        Some(t) => tokio::time::timeout(GROUPS_TIMEOUT, t.snapshot()).await.ok().flatten(),
-        None => None,
+    // A controller-only node runs no coordinator worth reporting.
+    let (groups, transactions) = if broker.config.cluster.broker {
+        let groups = tokio::time::timeout(GROUPS_TIMEOUT, broker.groups.snapshot()).await.ok().flatten();
+        let transactions =
+            tokio::time::timeout(GROUPS_TIMEOUT, broker.transactions.snapshot()).await.ok().flatten();
+        (groups, transactions)
+    } else {
+        (None, None)
     };
     let scrape = Scrape { broker: broker.clone(), quorum: quorum.cloned(), groups, transactions };
     let mut registry = Registry::default();

@@ -6,7 +6,7 @@
 use crate::broker::Broker;
 use crate::controller::raft::MetadataQuorum;
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -36,7 +36,7 @@ pub async fn bind(addr: SocketAddr) -> Option<TcpListener> {
 /// Serves scrapes until shutdown.
 pub async fn serve(
     listener: TcpListener,
-    broker: Weak<Broker>,
+    broker: Arc<Broker>,
     quorum: Option<Arc<MetadataQuorum>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -55,7 +55,7 @@ pub async fn serve(
             }
         };
         let Ok(permit) = permits.clone().acquire_owned().await else { return };
-        let Some(broker) = broker.upgrade() else { return };
+        let broker = broker.clone();
         let quorum = quorum.clone();
         tokio::spawn(async move {
             if let Err(e) = answer(stream, &broker, quorum.as_ref()).await {

@@ -4,10 +4,10 @@
 //! back to its partition. A change that gets no answer is dropped from the partition's
 //! pending state, so the next fetch or lag check proposes it again.
 
-use crate::broker::Broker;
+use crate::node::Node;
 use crate::replica::{IsrProposal, Partition};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::alter_partition::{
     AlterPartitionRequest, AlterPartitionResponse, BrokerState, PartitionData, TopicData,
@@ -28,9 +28,9 @@ pub struct IsrChanges {
 
 impl IsrChanges {
     /// Starts the sending task.
-    pub fn start(broker: Weak<Broker>) -> IsrChanges {
+    pub fn start(node: Arc<Node>) -> IsrChanges {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(broker, rx));
+        tokio::spawn(run(node, rx));
         IsrChanges { tx }
     }
 
@@ -42,18 +42,17 @@ impl IsrChanges {
     }
 }
 
-async fn run(broker: Weak<Broker>, mut rx: mpsc::UnboundedReceiver<(Arc<Partition>, IsrProposal)>) {
+async fn run(node: Arc<Node>, mut rx: mpsc::UnboundedReceiver<(Arc<Partition>, IsrProposal)>) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
-        let Some(b) = broker.upgrade() else { return };
-        send(&b, batch).await;
+        send(&node, batch).await;
     }
 }
 
-async fn send(broker: &Arc<Broker>, batch: Vec<(Arc<Partition>, IsrProposal)>) {
+async fn send(broker: &Node, batch: Vec<(Arc<Partition>, IsrProposal)>) {
     let mut topics: BTreeMap<[u8; 16], Vec<PartitionData>> = BTreeMap::new();
     for (_, p) in &batch {
         topics.entry(p.topic_id.0).or_default().push(PartitionData {

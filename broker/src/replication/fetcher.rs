@@ -16,13 +16,13 @@
 //! with something new. A broker following thousands of partitions on one leader then
 //! sends and parses a handful per fetch rather than all of them.
 
-use crate::broker::Broker;
 use crate::metadata::MetadataImage;
 use crate::net::PeerClient;
+use crate::node::Node;
 use crate::replica::{FetchedFrom, Partition};
 use crate::replication::throttle;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use strata_protocol::codec::Uuid;
 use strata_protocol::fetch_session::FetchSession;
@@ -56,14 +56,20 @@ struct Fetcher {
 }
 
 /// All fetchers of this broker, by leader node id.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FetcherManager {
+    node: Arc<Node>,
     fetchers: Mutex<HashMap<i32, Fetcher>>,
 }
 
 impl FetcherManager {
+    /// No fetcher yet: one starts for each leader this node follows a partition of.
+    pub fn new(node: Arc<Node>) -> FetcherManager {
+        FetcherManager { node, fetchers: Mutex::new(HashMap::new()) }
+    }
+
     /// Fetches `partition` from `leader` from now on (and from no other leader).
-    pub fn add(&self, broker: &Arc<Broker>, partition: Arc<Partition>, leader: i32) {
+    pub fn add(&self, partition: Arc<Partition>, leader: i32) {
         let key: Key = (partition.topic.to_string(), partition.index);
         let mut fetchers = self.fetchers.lock().unwrap_or_else(|p| p.into_inner());
         for (id, f) in fetchers.iter() {
@@ -74,7 +80,7 @@ impl FetcherManager {
         let fetcher = fetchers.entry(leader).or_insert_with(|| {
             let targets = Arc::new(Mutex::new(HashMap::new()));
             let wake = Arc::new(Notify::new());
-            let task = tokio::spawn(run(Arc::downgrade(broker), leader, targets.clone(), wake.clone()));
+            let task = tokio::spawn(run(self.node.clone(), leader, targets.clone(), wake.clone()));
             Fetcher { targets, wake, task }
         });
         fetcher
@@ -110,47 +116,37 @@ impl FetcherManager {
 }
 
 /// The fetch loop for one leader.
-async fn run(
-    broker: Weak<Broker>,
-    leader: i32,
-    targets: Arc<Mutex<HashMap<Key, Target>>>,
-    wake: Arc<Notify>,
-) {
+async fn run(node: Arc<Node>, leader: i32, targets: Arc<Mutex<HashMap<Key, Target>>>, wake: Arc<Notify>) {
     let mut client: Option<PeerClient> = None;
     let mut session = FollowerSession::default();
     loop {
-        let Some(b) = broker.upgrade() else { return };
         let now = Instant::now();
         let active: Vec<Target> = {
             let t = targets.lock().unwrap_or_else(|p| p.into_inner());
             t.values().filter(|t| t.backoff_until.is_none_or(|u| u <= now)).cloned().collect()
         };
-        let backoff = Duration::from_millis(b.config.cluster.replica_fetch_backoff_ms.max(10));
+        let backoff = Duration::from_millis(node.config.cluster.replica_fetch_backoff_ms.max(10));
         if active.is_empty() {
-            drop(b);
             let _ = tokio::time::timeout(backoff, wake.notified()).await;
             continue;
         }
-        let Some(addr) = b.inter_broker_address(leader) else {
-            drop(b);
+        let Some(addr) = node.inter_broker_address(leader) else {
             tokio::time::sleep(backoff).await;
             continue;
         };
         if client.as_ref().is_none_or(|c| c.addr() != addr) {
-            client = Some(PeerClient::new(addr, format!("strata-replica-fetcher-{}", b.config.node_id)));
+            client = Some(PeerClient::new(addr, format!("strata-replica-fetcher-{}", node.config.node_id)));
             // Another address may be another process: its sessions are not ours.
             session.reset();
         }
         let Some(c) = client.as_ref() else { continue };
-        let (request, sent_epochs) = build_request(&b, &active, &mut session);
-        let wait = Duration::from_millis(b.config.cluster.replica_fetch_wait_max_ms.max(0) as u64);
-        let timeout = wait + Duration::from_millis(b.config.cluster.replica_socket_timeout_ms);
-        drop(b);
+        let (request, sent_epochs) = build_request(&node, &active, &mut session);
+        let wait = Duration::from_millis(node.config.cluster.replica_fetch_wait_max_ms.max(0) as u64);
+        let timeout = wait + Duration::from_millis(node.config.cluster.replica_socket_timeout_ms);
         match c.call(RequestBody::Fetch(request), FETCH_VERSION, timeout).await {
             Ok(ResponseBody::Fetch(response)) => {
                 session.answered(response.error_code, response.session_id);
-                let Some(b) = broker.upgrade() else { return };
-                handle_response(&b, leader, &targets, &active, &sent_epochs, response);
+                handle_response(&node, leader, &targets, &active, &sent_epochs, response);
             }
             Ok(other) => {
                 session.reset();
@@ -173,7 +169,7 @@ type SessionKey = (Uuid, i32);
 type FollowerSession = FetchSession<SessionKey>;
 
 /// Whether this broker's replica of `p` is throttled as a follower.
-fn follower_throttled(broker: &Broker, image: &MetadataImage, p: &Partition) -> bool {
+fn follower_throttled(broker: &Node, image: &MetadataImage, p: &Partition) -> bool {
     let me = broker.config.node_id;
     throttle::throttled(image, &p.topic, p.index, throttle::FOLLOWER_REPLICAS, me, me)
 }
@@ -185,7 +181,7 @@ type SentEpochs = HashMap<SessionKey, i32>;
 /// (also those an incremental session leaves out): an answer is applied only while the
 /// partition still follows the leader in that epoch.
 fn build_request(
-    broker: &Broker,
+    broker: &Node,
     active: &[Target],
     session: &mut FollowerSession,
 ) -> (FetchRequest, SentEpochs) {
@@ -247,7 +243,7 @@ fn build_request(
 }
 
 fn handle_response(
-    broker: &Arc<Broker>,
+    broker: &Node,
     leader: i32,
     targets: &Mutex<HashMap<Key, Target>>,
     active: &[Target],
@@ -329,7 +325,7 @@ impl<'a> TargetIndex<'a> {
 /// high watermark and the log start offset. An error code means "back off this
 /// partition for a while" (the metadata will say what changed).
 fn apply_partition(
-    broker: &Broker,
+    broker: &Node,
     p: &Partition,
     fetched: FetchedFrom,
     pd: PartitionData,

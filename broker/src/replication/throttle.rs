@@ -8,47 +8,13 @@
 //! Kafka, only replicas out of the ISR are ever throttled, so an in-sync follower (and
 //! with it `acks=all`) never waits for a quota.
 
-use crate::config::topic::{Key, Kind};
+pub use crate::config::throttle::{
+    FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, UNLIMITED,
+};
 use crate::metadata::MetadataImage;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
-
-/// The dynamic broker config of the leader-side rate, bytes per second.
-pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
-/// The dynamic broker config of the follower-side rate, bytes per second.
-pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
-/// The topic config naming the replicas throttled on their leader.
-pub const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
-/// The topic config naming the replicas throttled on the follower.
-pub const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
-/// The dynamic broker config of Kafka's intra-broker log dir move rate (moving a
-/// replica between log dirs of one broker, AlterReplicaLogDirs), bytes per second.
-/// Accepted and described as Kafka does, so `kafka-reassign-partitions` can set and clear
-/// it with the two replication rates, but inert: with one log dir there is no move to
-/// throttle (docs/compatibility.md says so).
-pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
-/// Kafka's default rate: no limit.
-pub const UNLIMITED: u64 = i64::MAX as u64;
-
-/// The rates as dynamic broker configs (per broker or the cluster default), by their
-/// broker keys: the two replication rates, which are enforced, and the log dir move
-/// rate, accepted without effect ([`ALTER_LOG_DIRS_RATE`]).
-pub const RATE_KEYS: &[Key] = &[
-    Key {
-        name: FOLLOWER_RATE,
-        broker_key: FOLLOWER_RATE,
-        default: "9223372036854775807",
-        kind: Kind::Long(0),
-    },
-    Key { name: LEADER_RATE, broker_key: LEADER_RATE, default: "9223372036854775807", kind: Kind::Long(0) },
-    Key {
-        name: ALTER_LOG_DIRS_RATE,
-        broker_key: ALTER_LOG_DIRS_RATE,
-        default: "9223372036854775807",
-        kind: Kind::Long(0),
-    },
-];
 
 /// One direction's byte rate: a token bucket holding at most one second of the rate,
 /// full at first. `exceeded` once what was recorded outran the rate; the bytes already
@@ -126,26 +92,6 @@ fn refill(b: &mut Bucket, rate: u64, now: Instant) {
     b.tokens = (b.tokens + elapsed * rate as f64).min(rate as f64);
 }
 
-/// Checks a throttled-replicas value: empty, `*`, or `partition:broker` pairs.
-pub fn validate_replicas(value: &str) -> Result<(), String> {
-    let value = value.trim();
-    if value.is_empty() || value == "*" {
-        return Ok(());
-    }
-    for item in value.split(',') {
-        let ok = item
-            .trim()
-            .split_once(':')
-            .is_some_and(|(p, b)| p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok());
-        if !ok {
-            return Err(format!(
-                "must be * or a list of partition:broker pairs such as 0:101,1:102, got {item:?}"
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Whether a throttled-replicas value names `partition` on `broker` (`*`: every one).
 pub fn names(value: &str, partition: i32, broker: i32) -> bool {
     let value = value.trim();
@@ -217,6 +163,7 @@ mod tests {
 
     #[test]
     fn throttled_replicas_are_star_or_partition_broker_pairs() {
+        use crate::config::keys::validate_replicas;
         for ok in ["", "*", "0:1", "0:1, 1:2,2:0"] {
             assert_eq!(validate_replicas(ok), Ok(()), "{ok:?}");
         }

@@ -12,33 +12,8 @@ use strata_protocol::ErrorCode;
 
 use super::coordinator::{AfterTransition, TransactionCoordinator};
 use super::state::{TxnState, TxnTransit};
-use super::{Action, RequestMeta, RequestToken, Response, TopicPartition, CONSUMER_OFFSETS_TOPIC};
-
-/// Who waits for partitions to be added.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum AddReply {
-    /// Slot `index` of AddPartitionsToTxn request `op`.
-    Partitions { op: u64, index: usize },
-    /// An AddOffsetsToTxn request.
-    Offsets { token: RequestToken, api_version: i16 },
-}
-
-/// An AddPartitionsToTxn request whose transactions are not all answered yet.
-#[derive(Debug)]
-pub(super) struct AddPartitionsOp {
-    token: RequestToken,
-    api_version: i16,
-    slots: Vec<Slot>,
-    remaining: usize,
-}
-
-/// One transaction of an AddPartitionsToTxn request.
-#[derive(Debug)]
-struct Slot {
-    transactional_id: String,
-    partitions: BTreeSet<TopicPartition>,
-    errors: Option<Vec<(TopicPartition, ErrorCode)>>,
-}
+use super::waiting::{AddPartitionsOp, AddReply, Slot};
+use super::{Action, RequestMeta, Response, TopicPartition, CONSUMER_OFFSETS_TOPIC};
 
 /// The error a producer sees when verification (KIP-890 part 1) refuses its transactional
 /// produce or TxnOffsetCommit: producers expect INVALID_PRODUCER_EPOCH rather than
@@ -202,8 +177,10 @@ impl TransactionCoordinator {
     ) -> Vec<Action> {
         let mut out = Vec::new();
         let id = request.transactional_id.as_str();
-        let partition =
-            crate::group::partition_for_group(&request.group_id, self.config.offsets_topic_num_partitions);
+        let partition = crate::coordinator::group::partition_for_group(
+            &request.group_id,
+            self.config.offsets_topic_num_partitions,
+        );
         let partitions = BTreeSet::from([TopicPartition::new(CONSUMER_OFFSETS_TOPIC, partition)]);
         let prepared = if id.is_empty() {
             Err(ErrorCode::InvalidRequest)

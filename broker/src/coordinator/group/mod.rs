@@ -82,6 +82,7 @@ mod membership;
 mod offsets;
 mod partition;
 pub mod records;
+pub mod service;
 mod snapshot;
 mod timer;
 mod txn_offsets;

@@ -4,9 +4,9 @@
 //! applied to the hosted partitions.
 
 use crate::broker::Broker;
-use crate::internal_topics::CONSUMER_OFFSETS;
+use crate::coordinator::internal_topics::CONSUMER_OFFSETS;
+use crate::coordinator::internal_topics::TRANSACTION_STATE;
 use crate::metadata::MetadataImage;
-use crate::txn_service::TRANSACTION_STATE;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -20,14 +20,8 @@ fn led(image: &MetadataImage, topic: &str, me: i32) -> Option<(BTreeMap<i32, i32
 /// Passes the current leaderships to both coordinators.
 pub fn update(broker: &Arc<Broker>, image: &MetadataImage) {
     let me = broker.config.node_id;
-    if let Some((partitions, count)) = led(image, CONSUMER_OFFSETS, me) {
-        broker.groups().leadership(partitions, count);
-    } else if let Some(g) = broker.groups_if_started() {
-        g.leadership(BTreeMap::new(), 0);
-    }
-    if let Some((partitions, count)) = led(image, TRANSACTION_STATE, me) {
-        broker.transactions().leadership(partitions, count);
-    } else if let Some(t) = broker.transactions_if_started() {
-        t.leadership(BTreeMap::new(), 0);
-    }
+    let (partitions, count) = led(image, CONSUMER_OFFSETS, me).unwrap_or_default();
+    broker.groups.leadership(partitions, count);
+    let (partitions, count) = led(image, TRANSACTION_STATE, me).unwrap_or_default();
+    broker.transactions.leadership(partitions, count);
 }

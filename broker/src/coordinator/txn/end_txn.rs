@@ -7,37 +7,8 @@ use strata_protocol::ErrorCode;
 
 use super::coordinator::{AfterTransition, Retry, TransactionCoordinator};
 use super::state::{TxnState, TxnTransit, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+use super::waiting::{respond_init, EndReply, MarkerSend, MarkerTxn, NO_ONGOING};
 use super::{Action, MarkerId, RequestMeta, RequestToken, Response, TopicPartition, TransactionResult};
-
-/// Who is told that a Prepare* record was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum EndReply {
-    /// The producer's EndTxn: NONE with its producer id and epoch.
-    EndTxn { token: RequestToken, api_version: i16 },
-    /// An InitProducerId that found a transaction ongoing: CONCURRENT_TRANSACTIONS, so
-    /// the client retries once the abort completed.
-    InitProducerId { token: RequestToken, api_version: i16 },
-    /// A timed-out transaction: nobody waits.
-    Timeout,
-}
-
-/// A transaction whose markers are being written (Kafka's `PendingCompleteTxn`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct MarkerTxn {
-    pub load_id: u64,
-    pub coordinator_epoch: i32,
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub result: TransactionResult,
-}
-
-/// A [`Action::WriteMarkers`] in flight.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct MarkerSend {
-    pub transactional_id: String,
-    pub load_id: u64,
-    pub partitions: Vec<TopicPartition>,
-}
 
 /// What a marker outcome means for its partition (Kafka's
 /// `TransactionMarkerRequestCompletionHandler`).
@@ -220,15 +191,11 @@ impl TransactionCoordinator {
             (EndReply::EndTxn { token, api_version }, Err(e)) => {
                 respond_end_txn(out, token, api_version, Err(*e))
             }
-            (EndReply::InitProducerId { token, api_version }, Ok(())) => super::init::respond_init(
-                out,
-                token,
-                api_version,
-                Err(ErrorCode::ConcurrentTransactions),
-                super::init::NO_ONGOING,
-            ),
+            (EndReply::InitProducerId { token, api_version }, Ok(())) => {
+                respond_init(out, token, api_version, Err(ErrorCode::ConcurrentTransactions), NO_ONGOING)
+            }
             (EndReply::InitProducerId { token, api_version }, Err(e)) => {
-                super::init::respond_init(out, token, api_version, Err(*e), super::init::NO_ONGOING)
+                respond_init(out, token, api_version, Err(*e), NO_ONGOING)
             }
             (EndReply::Timeout, Ok(())) => {
                 tracing::info!(transactional_id = id, "aborting timed-out transaction")

@@ -6,12 +6,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use strata_protocol::ErrorCode;
 
-use super::add::{AddPartitionsOp, AddReply};
-use super::end_txn::{EndReply, MarkerSend, MarkerTxn};
 use super::records::{transit_record, TxnRecord};
 #[cfg(test)]
 use super::state::TxnSummary;
 use super::state::{TxnMetadata, TxnTransit};
+use super::waiting::{respond_init, AddPartitionsOp, AddReply, EndReply, MarkerSend, MarkerTxn, NO_ONGOING};
 use super::{partition_for_transactional_id, Action, AppendId, ProducerIdSource, RequestToken, TxnConfig};
 
 /// Whether this broker currently coordinates a `__transaction_state` partition.
@@ -153,6 +152,14 @@ impl TransactionCoordinator {
         &self.config
     }
 
+    /// The partition count of `__consumer_offsets` as it is now: AddOffsetsToTxn adds the
+    /// partition that hashes the group over it, the one the group coordinator uses.
+    pub fn set_offsets_topic_num_partitions(&mut self, partitions: i32) {
+        if partitions > 0 {
+            self.config.offsets_topic_num_partitions = partitions;
+        }
+    }
+
     /// The `__transaction_state` partition that coordinates `transactional_id`.
     pub fn partition_for(&self, transactional_id: &str) -> i32 {
         partition_for_transactional_id(transactional_id, self.config.transaction_state_log_num_partitions)
@@ -291,8 +298,8 @@ impl TransactionCoordinator {
                     (Ok(()), None) => Err(ErrorCode::NotCoordinator),
                     (Err(e), _) => Err(e),
                 };
-                let ongoing = if answer.is_ok() { ongoing } else { super::init::NO_ONGOING };
-                super::init::respond_init(out, token, api_version, answer, ongoing);
+                let ongoing = if answer.is_ok() { ongoing } else { NO_ONGOING };
+                respond_init(out, token, api_version, answer, ongoing);
             }
             AfterTransition::AddPartitions(reply) => {
                 self.finish_add(reply, written.err().unwrap_or(ErrorCode::None), out)

@@ -2,15 +2,15 @@
 //! fencing of zombies by epoch bumps, KIP-360 epoch bumps requested by the producer
 //! itself, and producer id rotation when the epochs are exhausted.
 
-use strata_protocol::messages::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+use strata_protocol::messages::init_producer_id::InitProducerIdRequest;
 use strata_protocol::ErrorCode;
 
 use super::coordinator::{AfterTransition, TransactionCoordinator};
-use super::end_txn::EndReply;
 use super::state::{
     is_epoch_exhausted, TxnMetadata, TxnState, TxnTransit, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
-use super::{Action, RequestMeta, RequestToken, Response};
+use super::waiting::{respond_init, EndReply, NO_ONGOING};
+use super::{Action, RequestMeta};
 
 /// What InitProducerId does to an existing id.
 enum InitStep {
@@ -25,48 +25,9 @@ enum InitStep {
     Keep(TxnTransit, (i64, i16)),
 }
 
-/// The `OngoingTxnProducerId` / `OngoingTxnProducerEpoch` of an answer that kept nothing.
-pub(super) const NO_ONGOING: (i64, i16) = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH);
-
 /// The timeout a two-phase-commit transaction is stored with (as Kafka does): it is never
 /// aborted for taking long, since only its external coordinator may decide its outcome.
 pub(super) const TWO_PHASE_COMMIT_TIMEOUT_MS: i32 = i32::MAX;
-
-/// Answers InitProducerId. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v4, which
-/// older clients do not understand otherwise.
-pub(super) fn respond_init(
-    out: &mut Vec<Action>,
-    token: RequestToken,
-    api_version: i16,
-    answer: Result<(i64, i16), ErrorCode>,
-    ongoing: (i64, i16),
-) {
-    let response = match answer {
-        Ok((producer_id, producer_epoch)) => InitProducerIdResponse {
-            throttle_time_ms: 0,
-            error_code: ErrorCode::None.code(),
-            producer_id,
-            producer_epoch,
-            ongoing_txn_producer_id: ongoing.0,
-            ongoing_txn_producer_epoch: ongoing.1,
-        },
-        Err(error) => {
-            let error = if api_version < 4 && error == ErrorCode::ProducerFenced {
-                ErrorCode::InvalidProducerEpoch
-            } else {
-                error
-            };
-            InitProducerIdResponse {
-                throttle_time_ms: 0,
-                error_code: error.code(),
-                producer_id: NO_PRODUCER_ID,
-                producer_epoch: NO_PRODUCER_EPOCH,
-                ..InitProducerIdResponse::default()
-            }
-        }
-    };
-    out.push(Action::Respond { token, response: Response::InitProducerId(response) });
-}
 
 impl TransactionCoordinator {
     /// InitProducerId (every version). Without a transactional id (idempotent producer)

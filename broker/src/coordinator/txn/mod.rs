@@ -54,8 +54,12 @@ mod end_txn;
 mod expiry;
 mod init;
 mod load;
+pub mod markers;
 pub mod records;
+mod remote;
+pub mod service;
 mod state;
+mod waiting;
 
 #[cfg(test)]
 mod tests;
@@ -259,6 +263,6 @@ impl Default for TxnConfig {
 /// The `__transaction_state` partition of `transactional_id`:
 /// `Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions`.
 pub fn partition_for_transactional_id(transactional_id: &str, num_partitions: i32) -> i32 {
-    use crate::group::{java_string_hash_code, kafka_abs};
+    use crate::coordinator::group::{java_string_hash_code, kafka_abs};
     kafka_abs(java_string_hash_code(transactional_id)) % num_partitions.max(1)
 }

@@ -2,7 +2,7 @@
 //! message definitions, every value version, round trips and hostile input.
 
 use super::*;
-use crate::group::records::*;
+use crate::coordinator::group::records::*;
 
 fn key_of(record: &Record) -> Vec<u8> {
     record.key_bytes().to_vec()

@@ -5,11 +5,11 @@
 //! WriteTxnMarkers, which lands here on their leader. A marker on `__consumer_offsets`
 //! also settles the group coordinator's pending transactional offsets, once replicated.
 
-use crate::broker::Broker;
 use crate::clock::now_ms;
-use crate::internal_topics::CONSUMER_OFFSETS;
+use crate::coordinator::group::service::GroupService;
+use crate::coordinator::internal_topics::CONSUMER_OFFSETS;
+use crate::node::Node;
 use crate::replica::AppendError;
-use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::records::{EndTxnMarker, EndTxnMarkerBatch};
 use strata_protocol::ErrorCode;
@@ -30,9 +30,10 @@ pub struct MarkerWrite {
 
 /// Appends the marker to `topic`-`partition` as its leader and waits (up to `timeout`)
 /// until it is replicated; the error code is what WriteTxnMarkers answers for that
-/// partition.
+/// partition. A marker on `__consumer_offsets` is passed on to `groups` once replicated.
 pub async fn write_replicated(
-    broker: &Arc<Broker>,
+    broker: &Node,
+    groups: &GroupService,
     topic: &str,
     partition: i32,
     m: &MarkerWrite,
@@ -75,7 +76,7 @@ pub async fn write_replicated(
     match p.wait_for_high_watermark(info.last_offset, leader_epoch, deadline).await {
         Ok(()) => {
             if topic == CONSUMER_OFFSETS {
-                broker.groups().transaction_completed(partition, m.producer_id, m.commit);
+                groups.transaction_completed(partition, m.producer_id, m.commit);
             }
             ErrorCode::None
         }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use strata_protocol::ErrorCode;
 
 use super::coordinator::{AppendKind, PartitionState, TransactionCoordinator};
-use super::end_txn::EndReply;
 use super::records::TxnRecord;
 use super::state::TxnState;
+use super::waiting::EndReply;
 use super::Action;
 
 /// Most tombstones written in one append (Kafka bounds its batch by the partition's

@@ -108,7 +108,7 @@ fn add_offsets_adds_the_groups_offsets_partition() {
     h.run(a);
     let Some(Response::AddOffsetsToTxn(r)) = h.response(meta.token) else { panic!() };
     assert_eq!(r.error_code, 0);
-    let expected = crate::group::partition_for_group("my-group", 8);
+    let expected = crate::coordinator::group::partition_for_group("my-group", 8);
     assert_eq!(h.c.transaction("a").unwrap().partitions, vec![tp(CONSUMER_OFFSETS_TOPIC, expected)]);
     // Fenced producers: INVALID_PRODUCER_EPOCH before v2.
     let meta = h.meta(1);

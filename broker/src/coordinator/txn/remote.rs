@@ -3,9 +3,10 @@
 //! broker), and KIP-890 verification asked of a coordinator on another broker
 //! (AddPartitionsToTxn v4 with `verify_only`).
 
-use crate::broker::Broker;
-use crate::markers::{write_replicated, MarkerWrite};
-use crate::txn::TopicPartition;
+use crate::coordinator::group::service::GroupService;
+use crate::coordinator::txn::markers::{write_replicated, MarkerWrite};
+use crate::coordinator::txn::TopicPartition;
+use crate::node::Node;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +24,8 @@ const MARKER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Writes `marker` on every partition, each at its leader, concurrently; the outcome per
 /// partition (a partition whose topic is gone counts as done, as Kafka drops it).
 pub async fn write_everywhere(
-    broker: &Arc<Broker>,
+    broker: &Arc<Node>,
+    groups: &GroupService,
     marker: &MarkerWrite,
     partitions: Vec<TopicPartition>,
 ) -> Vec<(TopicPartition, ErrorCode)> {
@@ -43,7 +45,8 @@ pub async fn write_everywhere(
     let local_writes = async {
         let mut out = Vec::with_capacity(local.len());
         for tp in local {
-            let code = write_replicated(broker, &tp.topic, tp.partition, marker, MARKER_TIMEOUT).await;
+            let code =
+                write_replicated(broker, groups, &tp.topic, tp.partition, marker, MARKER_TIMEOUT).await;
             out.push((tp, code));
         }
         out
@@ -65,7 +68,7 @@ pub async fn write_everywhere(
 
 /// One WriteTxnMarkers request to `leader` for `partitions`.
 async fn send_markers(
-    broker: &Arc<Broker>,
+    broker: &Node,
     leader: i32,
     marker: &MarkerWrite,
     partitions: Vec<TopicPartition>,
@@ -118,7 +121,7 @@ async fn send_markers(
 
 /// KIP-890 verification asked of the coordinator on `coordinator` (another broker).
 pub async fn verify_remote(
-    broker: &Arc<Broker>,
+    broker: &Node,
     coordinator: i32,
     transactional_id: String,
     producer_id: i64,
