@@ -91,7 +91,14 @@ class JvmProcess:
         with open(self.log, "ab") as log:
             log.write(f"=== start {self.starts}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
+            # The JVM's temporary files (Flink's mini cluster writes several directories per
+            # start and cannot remove them when SIGKILLed) stay beside the log, not in /tmp.
+            tmp = self.log.parent / f"{self.log.stem}-tmp"
+            tmp.mkdir(parents=True, exist_ok=True)
+            command = self.command()
+            assert command[0] == "java", command
+            command.insert(1, f"-Djava.io.tmpdir={tmp}")
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
