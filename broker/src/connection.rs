@@ -247,7 +247,7 @@ async fn handle(
         match ctx.kind {
             ListenerKind::Broker => handlers::dispatch(broker, request, ctx).instrument(span).await,
             ListenerKind::Controller => {
-                handlers::controller::dispatch(broker, request).instrument(span).await
+                handlers::controller::dispatch(broker.node(), request).instrument(span).await
             }
         }
     };

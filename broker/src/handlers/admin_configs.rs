@@ -5,10 +5,10 @@
 //! connection limits (a listener's own too) are dynamic (see `crate::config::dynamic_broker_key`),
 //! everything else is static (server.properties).
 
-use crate::broker::Broker;
 use crate::config::connections::{listener_key, DYNAMIC_KEYS as CONNECTION_KEYS};
 use crate::config::throttle::RATE_KEYS;
 use crate::config::topic::{Key, Kind, Source, KEYS, TOPIC_ONLY_KEYS};
+use crate::node::Node;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use strata_protocol::messages::alter_configs::{
@@ -27,7 +27,7 @@ const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 
 /// Handles DescribeConfigs.
-pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub fn describe(node: &Node, version: i16, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let results = request
         .resources
         .into_iter()
@@ -42,13 +42,13 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
             };
             match res.resource_type {
                 TOPIC => {
-                    let image = broker.metadata.current();
+                    let image = node.metadata.current();
                     let Some(meta) = image.topic(&res.resource_name).cloned() else {
                         result.error_code = ErrorCode::UnknownTopicOrPartition.code();
                         result.error_message = Some(format!("topic {} does not exist", res.resource_name));
                         return result;
                     };
-                    let defaults = broker.topic_defaults();
+                    let defaults = node.topic_defaults();
                     for k in KEYS.iter().chain(TOPIC_ONLY_KEYS).filter(|k| wanted(k.name)) {
                         let (value, source) = defaults.resolve(&meta.configs, k.name);
                         let mut synonyms = Vec::new();
@@ -74,10 +74,10 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                     }
                 }
                 BROKER => {
-                    let me = broker.config.node_id.to_string();
+                    let me = node.config.node_id.to_string();
                     if res.resource_name.is_empty() {
                         // The cluster-wide dynamic defaults alone, as Kafka describes them.
-                        let image = broker.metadata.current();
+                        let image = node.metadata.current();
                         for (name, value) in image.broker_configs.get("").into_iter().flatten() {
                             if !wanted(name) {
                                 continue;
@@ -109,7 +109,7 @@ pub fn describe(broker: &Broker, version: i16, request: DescribeConfigsRequest) 
                         return result;
                     }
                     let include_synonyms = request.include_synonyms;
-                    result.configs = broker_entries(broker)
+                    result.configs = broker_entries(node)
                         .into_iter()
                         .filter(|e| wanted(&e.name))
                         .map(|e| {
@@ -151,18 +151,18 @@ struct BrokerEntry<'a> {
 
 /// Every key of this broker: the static ones of server.properties, then the broker-level
 /// topic defaults with their dynamic values, sorted by name.
-fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
-    let defaults = broker.topic_defaults();
+fn broker_entries(node: &Node) -> Vec<BrokerEntry<'_>> {
+    let defaults = node.topic_defaults();
     // The static keys: every key the configuration parser reads but the dynamic ones,
     // described below with their levels (a listener's own limits only when set).
-    let mut entries: Vec<BrokerEntry> = broker
+    let mut entries: Vec<BrokerEntry> = node
         .config
         .known
         .iter()
         .filter(|k| crate::config::dynamic_broker_key(&k.name).is_none())
         .map(|k| {
             let mut levels: Vec<_> = k.default.iter().map(|d| (d.clone(), Source::Default)).collect();
-            if let Some(v) = broker.config.raw.get(&k.name) {
+            if let Some(v) = node.config.raw.get(&k.name) {
                 levels.insert(0, (v.clone(), Source::StaticBroker));
             }
             BrokerEntry { name: Cow::Borrowed(k.name.as_str()), levels, kind: k.kind, dynamic: false }
@@ -174,8 +174,8 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
         kind: k.kind,
         dynamic: true,
     }));
-    let image = broker.metadata.current();
-    let me = broker.config.node_id.to_string();
+    let image = node.metadata.current();
+    let me = node.config.node_id.to_string();
     // The dynamic keys that are no topic default: this broker's value, the cluster
     // default, server.properties (the connection limits), the built-in default (if the
     // key has one).
@@ -211,18 +211,18 @@ fn broker_entries(broker: &Broker) -> Vec<BrokerEntry<'_>> {
             dynamic: true,
         })
     }));
-    entries.extend(CONNECTION_KEYS.iter().map(|k| dynamic(k, broker.config.raw.get(k.name))));
+    entries.extend(CONNECTION_KEYS.iter().map(|k| dynamic(k, node.config.raw.get(k.name))));
     // Per-listener keys (`listener.name.plaintext.max.connections`) have no default:
     // described when set, as Kafka describes them; a listener's own connection limits are
     // dynamic, like the broker-wide ones, the other per-listener keys static.
     let mut listener_keys: BTreeSet<&str> =
-        broker.config.raw.keys().map(String::as_str).filter(|k| k.starts_with("listener.name.")).collect();
+        node.config.raw.keys().map(String::as_str).filter(|k| k.starts_with("listener.name.")).collect();
     for resource in [me.as_str(), ""] {
         let set = image.broker_configs.get(resource).into_iter().flatten();
         listener_keys.extend(set.map(|(k, _)| k.as_str()).filter(|k| listener_key(k).is_some()));
     }
     for name in listener_keys {
-        let file = broker.config.raw.get(name);
+        let file = node.config.raw.get(name);
         let entry = match listener_key(name) {
             Some((_, key)) => BrokerEntry {
                 name: Cow::Owned(name.to_string()),
@@ -278,7 +278,7 @@ fn forwarded_type(resource_type: i8) -> bool {
 
 /// Handles AlterConfigs: the given set replaces every override of a topic or every
 /// dynamic config of a broker resource (forwarded to the active controller).
-pub async fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn alter(node: &Node, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let topics: Vec<_> =
         request.resources.iter().filter(|r| forwarded_type(r.resource_type)).cloned().collect();
     let mut forwarded = Vec::new();
@@ -289,11 +289,11 @@ pub async fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfig
         });
         // Before the forward: the change is applied here at a later index, possibly
         // before the controller's answer arrives.
-        let before = broker.metadata.current().applied_index;
-        if let ResponseBody::AlterConfigs(r) = super::forward::plain(broker, body).await {
+        let before = node.metadata.current().applied_index;
+        if let ResponseBody::AlterConfigs(r) = super::forward::plain(node, body).await {
             forwarded = r.responses;
         }
-        await_configs(broker, &forwarded, request.validate_only, before).await;
+        await_configs(node, &forwarded, request.validate_only, before).await;
     }
     let responses = request
         .resources
@@ -333,7 +333,7 @@ fn refusal(resource_type: i8) -> (ErrorCode, String) {
 /// DescribeConfigs right after sees them. Reading `before` only after the answer made
 /// every call whose change was already applied wait out the whole timeout.
 async fn await_configs(
-    broker: &Broker,
+    node: &Node,
     accepted: &[AlterConfigsResourceResponse],
     validate_only: bool,
     before: u64,
@@ -341,13 +341,13 @@ async fn await_configs(
     if validate_only || accepted.iter().all(|r| r.error_code != 0) {
         return;
     }
-    let _ = broker.metadata.wait_for(std::time::Duration::from_secs(2), |i| i.applied_index > before).await;
+    let _ = node.metadata.wait_for(std::time::Duration::from_secs(2), |i| i.applied_index > before).await;
 }
 
 /// Handles IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT per key of a topic
 /// or a broker resource (forwarded to the active controller).
 pub async fn incremental_alter(
-    broker: &Broker,
+    node: &Node,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let topics: Vec<_> =
@@ -360,8 +360,8 @@ pub async fn incremental_alter(
         });
         // Before the forward: the change is applied here at a later index, possibly
         // before the controller's answer arrives.
-        let before = broker.metadata.current().applied_index;
-        if let ResponseBody::IncrementalAlterConfigs(r) = super::forward::plain(broker, body).await {
+        let before = node.metadata.current().applied_index;
+        if let ResponseBody::IncrementalAlterConfigs(r) = super::forward::plain(node, body).await {
             forwarded = r.responses;
         }
         let as_plain: Vec<AlterConfigsResourceResponse> = forwarded
@@ -373,7 +373,7 @@ pub async fn incremental_alter(
                 resource_name: r.resource_name.clone(),
             })
             .collect();
-        await_configs(broker, &as_plain, request.validate_only, before).await;
+        await_configs(node, &as_plain, request.validate_only, before).await;
     }
     let responses = request
         .resources

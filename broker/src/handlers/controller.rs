@@ -10,8 +10,8 @@
 //! never advertise or serve them.
 
 use super::{api_versions, Outcome, Served};
-use crate::broker::Broker;
 use crate::controller::service::ControllerService;
+use crate::node::Node;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +46,7 @@ pub const SERVED: &[Served] = &[
 const MAX_METADATA_WAIT: Duration = Duration::from_secs(5);
 
 /// Handles one request on the controller listener.
-pub async fn dispatch(broker: &Arc<Broker>, request: Request) -> Outcome {
+pub async fn dispatch(node: &Arc<Node>, request: Request) -> Outcome {
     let Request { header, api, body } = request;
     let version = header.api_version;
     let Some(range) = SERVED.iter().find(|s| s.api == api) else {
@@ -60,7 +60,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request) -> Outcome {
         }
         return Outcome::Close;
     }
-    let Some(service) = broker.controller_channel().local().cloned() else {
+    let Some(service) = node.controller_channel().local().cloned() else {
         tracing::info!("closing controller connection: the controller is still starting");
         return Outcome::Close;
     };

@@ -2,7 +2,7 @@
 //! controller (new partitions get the topic's replication factor, placed over the live
 //! brokers, or the assignments given).
 
-use crate::broker::Broker;
+use crate::node::Node;
 use std::sync::Arc;
 use strata_protocol::messages::create_partitions::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopicResult,
@@ -11,12 +11,12 @@ use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 
 /// Handles CreatePartitions. Growth that would not fit this broker's open files limit
 /// is refused with POLICY_VIOLATION before the controller sees it.
-pub async fn handle(broker: &Arc<Broker>, mut request: CreatePartitionsRequest) -> CreatePartitionsResponse {
-    let refused = refuse_by_descriptors(broker, &mut request);
+pub async fn handle(node: &Arc<Node>, mut request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let refused = refuse_by_descriptors(node, &mut request);
     if request.topics.is_empty() {
         return CreatePartitionsResponse { results: refused, ..Default::default() };
     }
-    let mut response = grow(broker, request).await;
+    let mut response = grow(node, request).await;
     response.results.extend(refused);
     response
 }
@@ -24,10 +24,10 @@ pub async fn handle(broker: &Arc<Broker>, mut request: CreatePartitionsRequest) 
 /// Takes out of `request` the topics whose new partitions would not fit, returning
 /// their refusals.
 fn refuse_by_descriptors(
-    broker: &Broker,
+    node: &Node,
     request: &mut CreatePartitionsRequest,
 ) -> Vec<CreatePartitionsTopicResult> {
-    let image = broker.metadata.current();
+    let image = node.metadata.current();
     let mut refused = Vec::new();
     let mut total = 0;
     request.topics.retain(|t| {
@@ -38,10 +38,10 @@ fn refuse_by_descriptors(
             return true;
         }
         let here = match t.assignments.as_ref().filter(|a| !a.is_empty()) {
-            Some(a) => a.iter().filter(|a| a.broker_ids.contains(&broker.config.node_id)).count() as u64,
+            Some(a) => a.iter().filter(|a| a.broker_ids.contains(&node.config.node_id)).count() as u64,
             None => {
                 let rf = topic.partitions.first().map_or(1, |p| p.replicas.len()) as i64;
-                super::forward::replicas_per_broker(broker, added, rf)
+                super::forward::replicas_per_broker(node, added, rf)
             }
         };
         match crate::limits::refuse_new_partitions(total + here) {
@@ -63,28 +63,27 @@ fn refuse_by_descriptors(
     refused
 }
 
-async fn grow(broker: &Arc<Broker>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+async fn grow(node: &Arc<Node>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let validate_only = request.validate_only;
     let deadline = super::forward::RequestDeadline::new(request.timeout_ms);
     let wanted: Vec<(String, i32)> = request.topics.iter().map(|t| (t.name.clone(), t.count)).collect();
-    let response =
-        match super::forward::within(broker, RequestBody::CreatePartitions(request), deadline).await {
-            ResponseBody::CreatePartitions(r) => r,
-            _ => return CreatePartitionsResponse::default(),
-        };
+    let response = match super::forward::within(node, RequestBody::CreatePartitions(request), deadline).await
+    {
+        ResponseBody::CreatePartitions(r) => r,
+        _ => return CreatePartitionsResponse::default(),
+    };
     if !validate_only {
         let grown: Vec<(String, i32)> = wanted
             .into_iter()
             .filter(|(n, _)| response.results.iter().any(|r| r.name == *n && r.error_code == 0))
             .collect();
-        broker
-            .metadata
+        node.metadata
             .wait_for(deadline.apply_wait(), |i| {
                 grown.iter().all(|(n, count)| i.topic(n).is_some_and(|t| t.partitions.len() as i32 >= *count))
             })
             .await;
         let names: Vec<String> = grown.into_iter().map(|(n, _)| n).collect();
-        broker.await_topics_applied(&names, deadline.apply_wait()).await;
+        node.await_topics_applied(&names, deadline.apply_wait()).await;
     }
     response
 }

@@ -2,15 +2,11 @@
 //! partition counts, replication factors (or explicit assignments) and configs and
 //! creates each topic (or only validates, with `validate_only`).
 
-use crate::broker::Broker;
+use crate::node::Node;
 use std::sync::Arc;
 use strata_protocol::messages::create_topics::{CreateTopicsRequest, CreateTopicsResponse};
 
 /// Handles CreateTopics.
-pub async fn handle(
-    broker: &Arc<Broker>,
-    _version: i16,
-    request: CreateTopicsRequest,
-) -> CreateTopicsResponse {
-    super::forward::create_topics(broker, request).await
+pub async fn handle(node: &Arc<Node>, _version: i16, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    super::forward::create_topics(node, request).await
 }

@@ -5,7 +5,7 @@
 //! request's `timeout_ms`, else REQUEST_TIMED_OUT) until every replica on a live broker
 //! has, and answers the smallest log start offset as the low watermark.
 
-use crate::broker::Broker;
+use crate::node::Node;
 use crate::replica::WaitError;
 use strata_protocol::messages::delete_records::{
     DeleteRecordsPartitionResult, DeleteRecordsRequest, DeleteRecordsResponse, DeleteRecordsTopicResult,
@@ -13,7 +13,7 @@ use strata_protocol::messages::delete_records::{
 use strata_protocol::ErrorCode;
 
 /// Handles DeleteRecords. Offset -1 means "up to the high watermark".
-pub async fn handle(broker: &Broker, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(node: &Node, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let deadline =
         tokio::time::Instant::now() + std::time::Duration::from_millis(request.timeout_ms.max(0) as u64);
     let mut waits = Vec::new();
@@ -26,7 +26,7 @@ pub async fn handle(broker: &Broker, request: DeleteRecordsRequest) -> DeleteRec
                 low_watermark: -1,
                 error_code: 0,
             };
-            match broker.leader_partition(&t.name, dp.partition_index) {
+            match node.leader_partition(&t.name, dp.partition_index) {
                 Err(code) => r.error_code = code.code(),
                 Ok(p) => {
                     let hw = p.high_watermark();
@@ -35,7 +35,7 @@ pub async fn handle(broker: &Broker, request: DeleteRecordsRequest) -> DeleteRec
                         r.error_code = ErrorCode::OffsetOutOfRange.code();
                     } else {
                         let epoch = p.leader_epoch();
-                        match broker.replicas.delete_records(&p, target) {
+                        match node.replicas.delete_records(&p, target) {
                             Ok(_) => waits.push((topics.len(), partitions.len(), p, target, epoch)),
                             Err(e) => r.error_code = crate::errors::storage_error_code(&e).code(),
                         }
@@ -48,7 +48,7 @@ pub async fn handle(broker: &Broker, request: DeleteRecordsRequest) -> DeleteRec
     }
     // Every live replica must have moved its log start offset too (Kafka's
     // lowWatermarkIfLeader counts the followers on live brokers, in the ISR or not).
-    let alive = |node: i32| broker.metadata.current().broker(node).is_some_and(|b| b.is_active());
+    let alive = |id: i32| node.metadata.current().broker(id).is_some_and(|b| b.is_active());
     for (t, i, p, target, epoch) in waits {
         let r = &mut topics[t].partitions[i];
         match p.wait_for_low_watermark(target, epoch, deadline, alive).await {

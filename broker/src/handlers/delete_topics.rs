@@ -2,12 +2,12 @@
 //! controller; answered once this broker's metadata no longer shows the topics.
 
 use super::forward::RequestDeadline;
-use crate::broker::Broker;
+use crate::node::Node;
 use strata_protocol::messages::delete_topics::{DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse};
 use strata_protocol::{RequestBody, ResponseBody};
 
 /// Handles DeleteTopics.
-pub async fn handle(broker: &Broker, version: i16, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
+pub async fn handle(node: &Node, version: i16, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let topics: Vec<DeleteTopicState> = if version >= 6 {
         request.topics
     } else {
@@ -20,12 +20,12 @@ pub async fn handle(broker: &Broker, version: i16, request: DeleteTopicsRequest)
     let timeout_ms = request.timeout_ms;
     let deadline = RequestDeadline::new(timeout_ms);
     let body = RequestBody::DeleteTopics(DeleteTopicsRequest { topics, topic_names: Vec::new(), timeout_ms });
-    let response = match super::forward::within(broker, body, deadline).await {
+    let response = match super::forward::within(node, body, deadline).await {
         ResponseBody::DeleteTopics(r) => r,
         _ => return DeleteTopicsResponse::default(),
     };
     let deleted: Vec<String> =
         response.responses.iter().filter(|r| r.error_code == 0).filter_map(|r| r.name.clone()).collect();
-    broker.await_topics_gone(&deleted, deadline.apply_wait()).await;
+    node.await_topics_gone(&deleted, deadline.apply_wait()).await;
     response
 }

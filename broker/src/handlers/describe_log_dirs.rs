@@ -9,8 +9,8 @@
 //! no AlterReplicaLogDirs to create them). `kafka-reassign-partitions` asks this of every
 //! broker to print the replicas' current log dirs before it submits a reassignment.
 
-use crate::broker::Broker;
 use crate::errors::LogDirError;
+use crate::node::Node;
 use crate::replica::write_health::{volume_bytes, VolumeBytes};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -26,14 +26,14 @@ const INVALID_OFFSET_LAG: i64 = -1;
 /// Handles DescribeLogDirs: null `topics` describes every partition log in the dir;
 /// otherwise only the named partitions this broker has a log for (others are left out,
 /// as Kafka leaves them out).
-pub fn handle(broker: &Broker, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
-    let root = broker.replicas.logs().root();
+pub fn handle(node: &Node, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+    let root = node.replicas.logs().root();
     let log_dir = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
     let result = match volume(&log_dir) {
         Ok(space) => DescribeLogDirsResult {
             error_code: 0,
             log_dir: log_dir.display().to_string(),
-            topics: topics(broker, request.topics.as_deref()),
+            topics: topics(node, request.topics.as_deref()),
             total_bytes: clamp_i64(space.total_bytes),
             usable_bytes: clamp_i64(space.usable_bytes),
             // KIP-1066 cordons one of several dirs; Strata's one dir always takes replicas.
@@ -62,13 +62,13 @@ fn clamp_i64(bytes: u64) -> i64 {
 /// The partition logs of the dir, by topic (sorted, so answers are stable), filtered by
 /// the request's topics.
 fn topics(
-    broker: &Broker,
+    node: &Node,
     wanted: Option<&[strata_protocol::messages::describe_log_dirs::DescribableLogDirTopic]>,
 ) -> Vec<DescribeLogDirsTopic> {
     let wanted: Option<HashSet<(&str, i32)>> = wanted
         .map(|ts| ts.iter().flat_map(|t| t.partitions.iter().map(|&p| (t.topic.as_str(), p))).collect());
     let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
-    for log in broker.replicas.logs().all() {
+    for log in node.replicas.logs().all() {
         let (topic, index) = (log.topic(), log.partition());
         if wanted.as_ref().is_some_and(|w| !w.contains(&(topic, index))) {
             continue;
@@ -76,7 +76,7 @@ fn topics(
         // Kafka's lag of a current log: how far its end is below the high watermark,
         // which for a hosted replica is 0 (a follower's high watermark never passes its
         // log end).
-        let offset_lag = broker
+        let offset_lag = node
             .replicas
             .get(topic, index)
             .map_or(INVALID_OFFSET_LAG, |p| (p.high_watermark() - log.log_end_offset()).max(0));

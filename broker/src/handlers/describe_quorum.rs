@@ -4,8 +4,8 @@
 //! NOT_CONTROLLER, which clients retry.
 
 use super::forward;
-use crate::broker::Broker;
 use crate::controller::quorum_answer;
+use crate::node::Node;
 use strata_protocol::messages::describe_quorum::{DescribeQuorumRequest, DescribeQuorumResponse};
 use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 
@@ -13,9 +13,9 @@ use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 const TIMEOUT_MS: i32 = 5_000;
 
 /// Handles DescribeQuorum.
-pub async fn handle(broker: &Broker, request: DescribeQuorumRequest) -> DescribeQuorumResponse {
+pub async fn handle(node: &Node, request: DescribeQuorumRequest) -> DescribeQuorumResponse {
     match forward::to_controller(
-        broker,
+        node,
         RequestBody::DescribeQuorum(request),
         forward::RequestDeadline::new(TIMEOUT_MS),
     )

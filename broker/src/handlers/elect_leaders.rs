@@ -1,14 +1,14 @@
 //! ElectLeaders (43): preferred or unclean leader elections, forwarded to the active
 //! controller (`kafka-leader-election.sh`, `AdminClient.electLeaders`).
 
-use crate::broker::Broker;
+use crate::node::Node;
 use strata_protocol::messages::elect_leaders::{ElectLeadersRequest, ElectLeadersResponse};
 use strata_protocol::{RequestBody, ResponseBody};
 
 /// Handles ElectLeaders.
-pub async fn handle(broker: &Broker, request: ElectLeadersRequest) -> ElectLeadersResponse {
-    let before = broker.metadata.current().applied_index;
-    match super::forward::plain(broker, RequestBody::ElectLeaders(request)).await {
+pub async fn handle(node: &Node, request: ElectLeadersRequest) -> ElectLeadersResponse {
+    let before = node.metadata.current().applied_index;
+    match super::forward::plain(node, RequestBody::ElectLeaders(request)).await {
         ResponseBody::ElectLeaders(r) => {
             let elected = r
                 .replica_election_results
@@ -16,10 +16,7 @@ pub async fn handle(broker: &Broker, request: ElectLeadersRequest) -> ElectLeade
                 .flat_map(|t| &t.partition_result)
                 .any(|p| p.error_code == 0);
             if elected {
-                broker
-                    .metadata
-                    .wait_for(std::time::Duration::from_secs(2), |i| i.applied_index > before)
-                    .await;
+                node.metadata.wait_for(std::time::Duration::from_secs(2), |i| i.applied_index > before).await;
             }
             r
         }

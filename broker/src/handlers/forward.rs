@@ -8,7 +8,7 @@
 //! answer (a broker whose metadata log is stalled, a full disk, cannot apply the change
 //! the controller made, and still answers in time).
 
-use crate::broker::Broker;
+use crate::node::Node;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::messages::create_topics::{
@@ -64,13 +64,13 @@ pub fn controller_version(body: &RequestBody) -> i16 {
 /// Sends `body` to the active controller; `None` if no controller answered before
 /// `deadline`.
 pub async fn to_controller(
-    broker: &Broker,
+    node: &Node,
     body: RequestBody,
     deadline: RequestDeadline,
 ) -> Option<ResponseBody> {
     let version = controller_version(&body);
     let timeout = deadline.remaining().max(Duration::from_millis(1));
-    match broker.controller_channel().call(body, version, timeout).await {
+    match node.controller_channel().call(body, version, timeout).await {
         Ok(r) => Some(r),
         Err(e) => {
             tracing::warn!(error = %e, "admin request not answered by a controller");
@@ -81,8 +81,8 @@ pub async fn to_controller(
 
 /// Replicas of `partitions` new partitions with replication factor `rf` that land on one
 /// broker when spread over the active ones (the controller's placement is even).
-pub fn replicas_per_broker(broker: &Broker, partitions: i64, rf: i64) -> u64 {
-    let image = broker.metadata.current();
+pub fn replicas_per_broker(node: &Node, partitions: i64, rf: i64) -> u64 {
+    let image = node.metadata.current();
     let brokers = image.brokers.values().filter(|b| b.is_active()).count().max(1) as i64;
     let replicas = partitions.max(0) * rf.clamp(1, brokers);
     (replicas + brokers - 1).div_euclid(brokers) as u64
@@ -92,7 +92,7 @@ pub fn replicas_per_broker(broker: &Broker, partitions: i64, rf: i64) -> u64 {
 /// of the others (POLICY_VIOLATION naming the limit, `crate::limits`). The limit of
 /// this broker stands for every broker's: the controller places replicas evenly.
 fn admit_by_descriptors(
-    broker: &Broker,
+    node: &Node,
     topics: Vec<CreatableTopic>,
 ) -> (Vec<CreatableTopic>, Vec<CreatableTopicResult>) {
     let mut admitted = Vec::with_capacity(topics.len());
@@ -100,16 +100,15 @@ fn admit_by_descriptors(
     let mut total = 0;
     for t in topics {
         let here = if t.assignments.is_empty() {
-            let partitions =
-                if t.num_partitions < 0 { broker.config.num_partitions } else { t.num_partitions };
+            let partitions = if t.num_partitions < 0 { node.config.num_partitions } else { t.num_partitions };
             let rf = if t.replication_factor < 0 {
-                broker.config.default_replication_factor
+                node.config.default_replication_factor
             } else {
                 t.replication_factor
             };
-            replicas_per_broker(broker, i64::from(partitions), i64::from(rf))
+            replicas_per_broker(node, i64::from(partitions), i64::from(rf))
         } else {
-            t.assignments.iter().filter(|a| a.broker_ids.contains(&broker.config.node_id)).count() as u64
+            t.assignments.iter().filter(|a| a.broker_ids.contains(&node.config.node_id)).count() as u64
         };
         match crate::limits::refuse_new_partitions(total + here) {
             Some(why) => refused.push(CreatableTopicResult {
@@ -129,8 +128,8 @@ fn admit_by_descriptors(
 
 /// Creates topics through the controller and waits until they are applied here.
 /// Topics whose partitions would not fit the open files limit are refused first.
-pub async fn create_topics(broker: &Arc<Broker>, mut request: CreateTopicsRequest) -> CreateTopicsResponse {
-    let (admitted, refused) = admit_by_descriptors(broker, std::mem::take(&mut request.topics));
+pub async fn create_topics(node: &Arc<Node>, mut request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let (admitted, refused) = admit_by_descriptors(node, std::mem::take(&mut request.topics));
     request.topics = admitted;
     if !refused.is_empty() {
         for r in &refused {
@@ -140,12 +139,12 @@ pub async fn create_topics(broker: &Arc<Broker>, mut request: CreateTopicsReques
     if request.topics.is_empty() {
         return CreateTopicsResponse { topics: refused, ..Default::default() };
     }
-    let mut response = create_admitted_topics(broker, request).await;
+    let mut response = create_admitted_topics(node, request).await;
     response.topics.extend(refused);
     response
 }
 
-async fn create_admitted_topics(broker: &Arc<Broker>, request: CreateTopicsRequest) -> CreateTopicsResponse {
+async fn create_admitted_topics(node: &Arc<Node>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let names: Vec<String> = request.topics.iter().map(|t| t.name.clone()).collect();
     let validate_only = request.validate_only;
     let deadline = RequestDeadline::new(request.timeout_ms);
@@ -162,7 +161,7 @@ async fn create_admitted_topics(broker: &Arc<Broker>, request: CreateTopicsReque
         ..Default::default()
     };
     let topics = request.topics.clone();
-    let response = match to_controller(broker, RequestBody::CreateTopics(request), deadline).await {
+    let response = match to_controller(node, RequestBody::CreateTopics(request), deadline).await {
         Some(ResponseBody::CreateTopics(r)) => r,
         _ => return failed(&topics),
     };
@@ -173,7 +172,7 @@ async fn create_admitted_topics(broker: &Arc<Broker>, request: CreateTopicsReque
             .filter(|t| t.error_code == 0 && names.contains(&t.name))
             .map(|t| t.name.clone())
             .collect();
-        broker.await_topics_applied(&created, deadline.apply_wait()).await;
+        node.await_topics_applied(&created, deadline.apply_wait()).await;
     }
     response
 }
@@ -181,21 +180,21 @@ async fn create_admitted_topics(broker: &Arc<Broker>, request: CreateTopicsReque
 /// Creates `names` with this broker's defaults (`num.partitions`,
 /// `default.replication.factor`), as Metadata's auto-creation does; the error per
 /// topic that could not be created (TOPIC_ALREADY_EXISTS counts as created).
-pub async fn auto_create(broker: &Arc<Broker>, names: &[String]) -> Vec<(String, ErrorCode)> {
+pub async fn auto_create(node: &Arc<Node>, names: &[String]) -> Vec<(String, ErrorCode)> {
     let request = CreateTopicsRequest {
         topics: names
             .iter()
             .map(|n| CreatableTopic {
                 name: n.clone(),
-                num_partitions: broker.config.num_partitions,
-                replication_factor: broker.config.default_replication_factor,
+                num_partitions: node.config.num_partitions,
+                replication_factor: node.config.default_replication_factor,
                 ..Default::default()
             })
             .collect(),
         timeout_ms: 30_000,
         validate_only: false,
     };
-    let response = create_topics(broker, request).await;
+    let response = create_topics(node, request).await;
     response
         .topics
         .into_iter()
@@ -206,13 +205,13 @@ pub async fn auto_create(broker: &Arc<Broker>, names: &[String]) -> Vec<(String,
 
 /// Forwards a request whose answer needs no waiting (configs, elections); the
 /// NOT_CONTROLLER answer if no controller answered.
-pub async fn plain(broker: &Broker, body: RequestBody) -> ResponseBody {
-    within(broker, body, RequestDeadline::new(30_000)).await
+pub async fn plain(node: &Node, body: RequestBody) -> ResponseBody {
+    within(node, body, RequestDeadline::new(30_000)).await
 }
 
 /// [`plain`] for a request with a `timeout_ms` of its own: the controller is given until
 /// its deadline.
-pub async fn within(broker: &Broker, body: RequestBody, deadline: RequestDeadline) -> ResponseBody {
+pub async fn within(node: &Node, body: RequestBody, deadline: RequestDeadline) -> ResponseBody {
     let fallback = crate::controller::service::not_controller(&body);
-    to_controller(broker, body, deadline).await.unwrap_or(fallback)
+    to_controller(node, body, deadline).await.unwrap_or(fallback)
 }

@@ -6,7 +6,7 @@
 //! Kafka always hands out a fresh producer id with epoch 0 here, also when a v3+ client
 //! asks to bump the epoch of its old id (KIP-360): a new id serves the same purpose.
 
-use crate::broker::Broker;
+use crate::node::Node;
 use std::time::Duration;
 use strata_protocol::messages::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 
@@ -14,9 +14,9 @@ use strata_protocol::messages::init_producer_id::{InitProducerIdRequest, InitPro
 const BLOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// Handles InitProducerId.
-pub async fn handle(broker: &Broker, _request: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(node: &Node, _request: InitProducerIdRequest) -> InitProducerIdResponse {
     let mut response = InitProducerIdResponse { producer_id: -1, producer_epoch: -1, ..Default::default() };
-    match broker.producer_ids.next_id_waiting(BLOCK_WAIT).await {
+    match node.producer_ids.next_id_waiting(BLOCK_WAIT).await {
         Ok(id) => {
             response.producer_id = id;
             response.producer_epoch = 0;

@@ -10,8 +10,8 @@
 //! found); Kafka's v0 could list several segment base offsets before a timestamp, which
 //! no client we know relies on.
 
-use crate::broker::Broker;
 use crate::errors::storage_error_code;
+use crate::node::Node;
 use strata_protocol::messages::list_offsets::{
     ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
@@ -24,7 +24,7 @@ const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
 /// Handles ListOffsets.
-pub fn handle(broker: &Broker, version: i16, request: ListOffsetsRequest) -> ListOffsetsResponse {
+pub fn handle(node: &Node, version: i16, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let topics = request
         .topics
         .into_iter()
@@ -40,7 +40,7 @@ pub fn handle(broker: &Broker, version: i16, request: ListOffsetsRequest) -> Lis
                         leader_epoch: -1,
                         ..Default::default()
                     };
-                    let p = match broker.leader_partition(&t.name, lp.partition_index) {
+                    let p = match node.leader_partition(&t.name, lp.partition_index) {
                         Ok(p) => p,
                         Err(code) => {
                             r.error_code = code.code();

@@ -58,7 +58,7 @@ pub async fn handle(
             }
         }
         if !missing.is_empty() {
-            failed.extend(crate::handlers::forward::auto_create(broker, &missing).await);
+            failed.extend(crate::handlers::forward::auto_create(broker.node(), &missing).await);
         }
         if !missing.is_empty() || !internal.is_empty() {
             image = broker.metadata.current();

@@ -3,13 +3,13 @@
 //! for the current one. Consumers (librdkafka after a leader change, KIP-320) use it to
 //! detect a truncated log; followers of old versions to truncate before fetching.
 
-use crate::broker::Broker;
+use crate::node::Node;
 use strata_protocol::messages::offset_for_leader_epoch::{
     EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult,
 };
 
 /// Handles OffsetForLeaderEpoch.
-pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub fn handle(node: &Node, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
     let topics = request
         .topics
         .into_iter()
@@ -24,7 +24,7 @@ pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest) -> OffsetFo
                         end_offset: -1,
                         ..Default::default()
                     };
-                    let p = match broker.leader_partition(&t.topic, op.partition) {
+                    let p = match node.leader_partition(&t.topic, op.partition) {
                         Ok(p) => p,
                         Err(code) => {
                             r.error_code = code.code();

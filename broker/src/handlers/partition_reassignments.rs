@@ -3,7 +3,7 @@
 //! (`kafka-reassign-partitions.sh`, `AdminClient.alterPartitionReassignments`; the
 //! controller side is `crate::controller::reassign`).
 
-use crate::broker::Broker;
+use crate::node::Node;
 use std::time::Duration;
 use strata_protocol::messages::alter_partition_reassignments::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
@@ -20,17 +20,17 @@ const APPLY_WAIT: Duration = Duration::from_secs(2);
 /// briefly until this broker's metadata has it, so a Metadata or
 /// ListPartitionReassignments sent here next sees the move.
 pub async fn alter(
-    broker: &Broker,
+    node: &Node,
     request: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
-    let before = broker.metadata.current().applied_index;
+    let before = node.metadata.current().applied_index;
     let allow = request.allow_replication_factor_change;
-    match super::forward::plain(broker, RequestBody::AlterPartitionReassignments(request)).await {
+    match super::forward::plain(node, RequestBody::AlterPartitionReassignments(request)).await {
         ResponseBody::AlterPartitionReassignments(r) => {
             let accepted = r.error_code == 0
                 && r.responses.iter().flat_map(|t| &t.partitions).any(|p| p.error_code == 0);
             if accepted {
-                broker.metadata.wait_for(APPLY_WAIT, |i| i.applied_index > before).await;
+                node.metadata.wait_for(APPLY_WAIT, |i| i.applied_index > before).await;
             }
             r
         }
@@ -45,10 +45,10 @@ pub async fn alter(
 
 /// Handles ListPartitionReassignments.
 pub async fn list(
-    broker: &Broker,
+    node: &Node,
     request: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
-    match super::forward::plain(broker, RequestBody::ListPartitionReassignments(request)).await {
+    match super::forward::plain(node, RequestBody::ListPartitionReassignments(request)).await {
         ResponseBody::ListPartitionReassignments(r) => r,
         _ => ListPartitionReassignmentsResponse {
             error_code: ErrorCode::UnknownServerError.code(),
