@@ -387,6 +387,7 @@ def node_metrics(port: int) -> dict[str, float]:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.strata_only("reads the followers' fetch sessions and log end offsets from Strata's metrics listener")
 def test_followers_fetch_through_sessions_and_replace_them_after_a_kill(cluster_factory):
     parts = 12
     c = cluster_factory(start=False)
