@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// The node and the services built on it: everything request handlers share.
 ///
-/// It dereferences to the [`Node`], so handlers read configuration, metadata and
+/// It dereferences to the `Node`, so handlers read configuration, metadata and
 /// partitions as `broker.config`, `broker.metadata`, `broker.replicas`.
 #[derive(Debug)]
 pub struct Broker {

@@ -1,6 +1,6 @@
 //! The configuration keys of replication throttles (KIP-73): the broker-wide rates
 //! (dynamic broker configs) and the per-topic lists of throttled replicas, validated as
-//! [`super::keys`] says. What enforces them is [`crate::replication::throttle`].
+//! [`super::keys`] says. What enforces them is `replication::throttle`.
 
 use super::keys::{Key, Kind};
 
