@@ -96,77 +96,21 @@ pub struct ClusterConfig {
 
 impl ClusterConfig {
     /// Reads the cluster keys; `listeners` and `node_id` are already parsed.
+    /// Reads the cluster keys. One line per key in one literal, so the function is long
+    /// but flat; the roles, voters and listeners are checked first ([`Topology::parse`]).
     pub(super) fn parse(
         p: &mut Parser<'_>,
         node_id: i32,
         listeners: &[Listener],
     ) -> Result<ClusterConfig, ConfigError> {
-        let roles = p.opt_string("process.roles");
-        let voters_text = p.opt_string("controller.quorum.voters");
-        let single_node = roles.is_none() && voters_text.is_none();
-        let (broker, controller) = match &roles {
-            None => (true, true),
-            Some(text) => {
-                let mut broker = false;
-                let mut controller = false;
-                for role in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    match role {
-                        "broker" => broker = true,
-                        "controller" => controller = true,
-                        _ => return Err(p.invalid("process.roles", "roles are broker and/or controller")),
-                    }
-                }
-                if !broker && !controller {
-                    return Err(p.invalid("process.roles", "at least one of broker, controller is required"));
-                }
-                (broker, controller)
-            }
-        };
-        let controller_listener_names: Vec<String> = p
-            .opt_string("controller.listener.names")
-            .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect())
-            .unwrap_or_default();
-        let voters = match &voters_text {
-            None if single_node => vec![Voter { id: node_id, host: String::new(), port: 0 }],
-            None => return Err(p.invalid("controller.quorum.voters", "required when process.roles is set")),
-            Some(text) => parse_voters(p, text)?,
-        };
-        if controller && !single_node && !voters.iter().any(|v| v.id == node_id) {
-            return Err(p.invalid(
-                "controller.quorum.voters",
-                &format!("process.roles includes controller but node.id {node_id} is not a voter"),
-            ));
-        }
-        if !single_node {
-            if controller_listener_names.is_empty() {
-                return Err(p.invalid("controller.listener.names", "required when process.roles is set"));
-            }
-            if controller && !listeners.iter().any(|l| controller_listener_names.contains(&l.name)) {
-                return Err(p.invalid(
-                    "listeners",
-                    "a controller needs a listener named in controller.listener.names (e.g. CONTROLLER://host:port)",
-                ));
-            }
-        }
-        let broker_listeners: Vec<&Listener> =
-            listeners.iter().filter(|l| !controller_listener_names.contains(&l.name)).collect();
-        if broker && broker_listeners.is_empty() {
-            return Err(p.invalid(
-                "listeners",
-                "a broker needs at least one listener that is not a controller listener",
-            ));
-        }
-        let inter_broker_listener_name = match p.opt_string("inter.broker.listener.name") {
-            Some(name) => {
-                if broker && !broker_listeners.iter().any(|l| l.name == name) {
-                    return Err(
-                        p.invalid("inter.broker.listener.name", "must name one of the broker listeners")
-                    );
-                }
-                name
-            }
-            None => broker_listeners.first().map(|l| l.name.clone()).unwrap_or_else(|| "PLAINTEXT".into()),
-        };
+        let Topology {
+            broker,
+            controller,
+            single_node,
+            voters,
+            controller_listener_names,
+            inter_broker_listener_name,
+        } = Topology::parse(p, node_id, listeners)?;
         let (rf_default, min_isr_default) = if single_node { (1, 1) } else { (3, 2) };
         let max_i16 = i64::from(i16::MAX);
         Ok(ClusterConfig {
@@ -266,6 +210,96 @@ impl ClusterConfig {
     /// The voter with `id`.
     pub fn voter(&self, id: i32) -> Option<&Voter> {
         self.voters.iter().find(|v| v.id == id)
+    }
+}
+
+/// Who this node is in the cluster, from `process.roles`, `controller.quorum.voters` and the
+/// listeners, checked against each other.
+struct Topology {
+    broker: bool,
+    controller: bool,
+    single_node: bool,
+    voters: Vec<Voter>,
+    controller_listener_names: Vec<String>,
+    inter_broker_listener_name: String,
+}
+
+impl Topology {
+    fn parse(p: &mut Parser<'_>, node_id: i32, listeners: &[Listener]) -> Result<Topology, ConfigError> {
+        let roles = p.opt_string("process.roles");
+        let voters_text = p.opt_string("controller.quorum.voters");
+        let single_node = roles.is_none() && voters_text.is_none();
+        let (broker, controller) = match &roles {
+            None => (true, true),
+            Some(text) => {
+                let mut broker = false;
+                let mut controller = false;
+                for role in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    match role {
+                        "broker" => broker = true,
+                        "controller" => controller = true,
+                        _ => return Err(p.invalid("process.roles", "roles are broker and/or controller")),
+                    }
+                }
+                if !broker && !controller {
+                    return Err(p.invalid("process.roles", "at least one of broker, controller is required"));
+                }
+                (broker, controller)
+            }
+        };
+        let controller_listener_names: Vec<String> = p
+            .opt_string("controller.listener.names")
+            .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default();
+        let voters = match &voters_text {
+            None if single_node => vec![Voter { id: node_id, host: String::new(), port: 0 }],
+            None => return Err(p.invalid("controller.quorum.voters", "required when process.roles is set")),
+            Some(text) => parse_voters(p, text)?,
+        };
+        if controller && !single_node && !voters.iter().any(|v| v.id == node_id) {
+            return Err(p.invalid(
+                "controller.quorum.voters",
+                &format!("process.roles includes controller but node.id {node_id} is not a voter"),
+            ));
+        }
+        if !single_node {
+            if controller_listener_names.is_empty() {
+                return Err(p.invalid("controller.listener.names", "required when process.roles is set"));
+            }
+            if controller && !listeners.iter().any(|l| controller_listener_names.contains(&l.name)) {
+                return Err(p.invalid(
+                    "listeners",
+                    "a controller needs a listener named in controller.listener.names (e.g. CONTROLLER://host:port)",
+                ));
+            }
+        }
+        let broker_listeners: Vec<&Listener> =
+            listeners.iter().filter(|l| !controller_listener_names.contains(&l.name)).collect();
+        if broker && broker_listeners.is_empty() {
+            return Err(p.invalid(
+                "listeners",
+                "a broker needs at least one listener that is not a controller listener",
+            ));
+        }
+        let inter_broker_listener_name = match p.opt_string("inter.broker.listener.name") {
+            Some(name) => {
+                if broker && !broker_listeners.iter().any(|l| l.name == name) {
+                    return Err(
+                        p.invalid("inter.broker.listener.name", "must name one of the broker listeners")
+                    );
+                }
+                name
+            }
+            None => broker_listeners.first().map(|l| l.name.clone()).unwrap_or_else(|| "PLAINTEXT".into()),
+        };
+        Ok(Topology {
+            broker,
+            controller,
+            single_node,
+            voters,
+            controller_listener_names,
+            inter_broker_listener_name,
+        })
     }
 }
 
