@@ -8,7 +8,8 @@ use crate::controller::brokers::{Heartbeat, Registration};
 use crate::controller::isr::{AlterIsr, IsrChange, IsrOutcome};
 use crate::controller::leaders::ElectionType;
 use crate::controller::reassign::ReassignRequest;
-use crate::metadata::{Endpoint, MetadataRecord};
+use crate::metadata::{Endpoint, MetadataImage, MetadataRecord};
+use std::sync::Arc;
 use strata_protocol::codec::Uuid;
 use strata_protocol::messages::{
     allocate_producer_ids::AllocateProducerIdsResponse,
@@ -39,155 +40,200 @@ impl Task {
         let now = now_ms();
         match body {
             RequestBody::BrokerRegistration(r) => self.register(r).await.into(),
-            RequestBody::BrokerHeartbeat(r) => {
-                let hb = Heartbeat {
-                    node_id: r.broker_id,
-                    broker_epoch: r.broker_epoch,
-                    current_metadata_offset: r.current_metadata_offset,
-                    want_fence: r.want_fence,
-                    want_shut_down: r.want_shut_down,
-                };
-                let (records, reply) = self.state.heartbeat(&image, &hb, now);
-                let begins_shutdown =
-                    records.iter().any(|r| matches!(r, MetadataRecord::BeginControlledShutdown { .. }));
-                if !records.is_empty() {
-                    match self.write(records).await {
-                        Ok((index, _)) if begins_shutdown => self.state.shutdown_written(hb.node_id, index),
-                        Ok(_) => {}
-                        Err(_) => return not_controller(&RequestBody::BrokerHeartbeat(r)),
-                    }
-                }
-                BrokerHeartbeatResponse {
-                    error_code: reply.error.map_or(0, |e| e.code()),
-                    is_caught_up: reply.is_caught_up,
-                    is_fenced: reply.is_fenced,
-                    should_shut_down: reply.should_shut_down,
-                    ..Default::default()
-                }
-                .into()
-            }
+            RequestBody::BrokerHeartbeat(r) => self.heartbeat(r, &image, now).await,
             RequestBody::AlterPartition(r) => self.alter_partition(r, version).await.into(),
-            RequestBody::AllocateProducerIds(r) => {
-                match self.state.allocate_producer_ids(&image, r.broker_id, r.broker_epoch) {
-                    Err(code) => {
-                        AllocateProducerIdsResponse { error_code: code.code(), ..Default::default() }.into()
-                    }
-                    Ok((record, block)) => match self.write(vec![record]).await {
-                        Ok(_) => AllocateProducerIdsResponse {
-                            producer_id_start: block.first,
-                            producer_id_len: block.len,
-                            ..Default::default()
-                        }
-                        .into(),
-                        Err(_) => not_controller(&RequestBody::AllocateProducerIds(r)),
-                    },
-                }
-            }
+            RequestBody::AllocateProducerIds(r) => self.allocate_producer_ids(r, &image).await,
             RequestBody::CreateTopics(r) => {
                 let (records, response) = self.state.create_topics(&image, &r);
                 self.written(records, response.into(), RequestBody::CreateTopics(r)).await
             }
-            RequestBody::DeleteTopics(r) => {
-                let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
-                    r.topics.iter().map(|t| (t.name.clone(), t.topic_id)).collect()
-                } else {
-                    r.topic_names.iter().map(|n| (Some(n.clone()), Uuid::ZERO)).collect()
-                };
-                let (records, responses) = self.state.delete_topics(&image, &wanted);
-                let response = DeleteTopicsResponse { responses, ..Default::default() };
-                self.written(records, response.into(), RequestBody::DeleteTopics(r)).await
-            }
+            RequestBody::DeleteTopics(r) => self.delete_topics(r, &image, version).await,
             RequestBody::CreatePartitions(r) => {
                 let (records, response) = self.state.create_partitions(&image, &r);
                 self.written(records, response.into(), RequestBody::CreatePartitions(r)).await
             }
-            RequestBody::AlterConfigs(r) => {
-                let (records, outcomes) = self.state.alter_configs(&image, &r.resources, r.validate_only);
-                let responses = r
-                    .resources
-                    .iter()
-                    .zip(outcomes)
-                    .map(|(res, o)| {
-                        let (error_code, error_message) = split(o);
-                        AlterConfigsResourceResponse {
-                            error_code,
-                            error_message,
-                            resource_type: res.resource_type,
-                            resource_name: res.resource_name.clone(),
-                        }
-                    })
-                    .collect();
-                let response = AlterConfigsResponse { responses, ..Default::default() };
-                self.written(records, response.into(), RequestBody::AlterConfigs(r)).await
-            }
-            RequestBody::IncrementalAlterConfigs(r) => {
-                let (records, outcomes) =
-                    self.state.incremental_alter_configs(&image, &r.resources, r.validate_only);
-                let responses = r
-                    .resources
-                    .iter()
-                    .zip(outcomes)
-                    .map(|(res, o)| {
-                        let (error_code, error_message) = split(o);
-                        incremental::AlterConfigsResourceResponse {
-                            error_code,
-                            error_message,
-                            resource_type: res.resource_type,
-                            resource_name: res.resource_name.clone(),
-                        }
-                    })
-                    .collect();
-                let response =
-                    incremental::IncrementalAlterConfigsResponse { responses, ..Default::default() };
-                self.written(records, response.into(), RequestBody::IncrementalAlterConfigs(r)).await
-            }
+            RequestBody::AlterConfigs(r) => self.alter_configs(r, &image).await,
+            RequestBody::IncrementalAlterConfigs(r) => self.incremental_alter_configs(r, &image).await,
             RequestBody::ElectLeaders(r) => self.elect_leaders(r, version).await.into(),
             RequestBody::AlterPartitionReassignments(r) => self.alter_reassignments(r).await.into(),
-            RequestBody::ListPartitionReassignments(r) => {
-                let wanted: Option<Vec<(String, Vec<i32>)>> = r
-                    .topics
-                    .as_ref()
-                    .map(|ts| ts.iter().map(|t| (t.name.clone(), t.partition_indexes.clone())).collect());
-                let topics = self
-                    .state
-                    .list_reassignments(&image, wanted.as_deref())
-                    .into_iter()
-                    .map(|(name, partitions)| OngoingTopicReassignment {
-                        name,
-                        partitions: partitions
-                            .into_iter()
-                            .map(|p| OngoingPartitionReassignment {
-                                partition_index: p.partition,
-                                replicas: p.replicas,
-                                adding_replicas: p.adding_replicas,
-                                removing_replicas: p.removing_replicas,
-                            })
-                            .collect(),
-                    })
-                    .collect();
-                ListPartitionReassignmentsResponse { error_message: None, topics, ..Default::default() }
-                    .into()
-            }
-            RequestBody::UnregisterBroker(r) => {
-                let Some(b) = image.broker(r.broker_id) else {
-                    return UnregisterBrokerResponse {
-                        error_code: ErrorCode::BrokerIdNotRegistered.code(),
-                        error_message: Some(format!("broker {} is not registered", r.broker_id)),
-                        ..Default::default()
-                    }
-                    .into();
-                };
-                let mut records =
-                    vec![MetadataRecord::FenceBroker { node_id: b.node_id, broker_epoch: b.epoch }];
-                records.push(MetadataRecord::UnregisterBroker { node_id: b.node_id, broker_epoch: b.epoch });
-                let response = UnregisterBrokerResponse { error_message: None, ..Default::default() };
-                self.written(records, response.into(), RequestBody::UnregisterBroker(r)).await
-            }
+            RequestBody::ListPartitionReassignments(r) => self.list_reassignments(r, &image).await,
+            RequestBody::UnregisterBroker(r) => self.unregister_broker(r, &image).await,
             other => {
                 tracing::warn!(api = other.api_key().name(), "not a controller API");
                 not_controller(&other)
             }
         }
+    }
+
+    /// BrokerHeartbeat: the session, fencing and controlled shutdown of a broker.
+    async fn heartbeat(
+        &mut self,
+        r: strata_protocol::messages::broker_heartbeat::BrokerHeartbeatRequest,
+        image: &Arc<MetadataImage>,
+        now: i64,
+    ) -> ResponseBody {
+        let hb = Heartbeat {
+            node_id: r.broker_id,
+            broker_epoch: r.broker_epoch,
+            current_metadata_offset: r.current_metadata_offset,
+            want_fence: r.want_fence,
+            want_shut_down: r.want_shut_down,
+        };
+        let (records, reply) = self.state.heartbeat(image, &hb, now);
+        let begins_shutdown =
+            records.iter().any(|r| matches!(r, MetadataRecord::BeginControlledShutdown { .. }));
+        if !records.is_empty() {
+            match self.write(records).await {
+                Ok((index, _)) if begins_shutdown => self.state.shutdown_written(hb.node_id, index),
+                Ok(_) => {}
+                Err(_) => return not_controller(&RequestBody::BrokerHeartbeat(r)),
+            }
+        }
+        BrokerHeartbeatResponse {
+            error_code: reply.error.map_or(0, |e| e.code()),
+            is_caught_up: reply.is_caught_up,
+            is_fenced: reply.is_fenced,
+            should_shut_down: reply.should_shut_down,
+            ..Default::default()
+        }
+        .into()
+    }
+
+    /// AllocateProducerIds: the next block, recorded before it is handed out.
+    async fn allocate_producer_ids(
+        &mut self,
+        r: strata_protocol::messages::allocate_producer_ids::AllocateProducerIdsRequest,
+        image: &Arc<MetadataImage>,
+    ) -> ResponseBody {
+        match self.state.allocate_producer_ids(image, r.broker_id, r.broker_epoch) {
+            Err(code) => AllocateProducerIdsResponse { error_code: code.code(), ..Default::default() }.into(),
+            Ok((record, block)) => match self.write(vec![record]).await {
+                Ok(_) => AllocateProducerIdsResponse {
+                    producer_id_start: block.first,
+                    producer_id_len: block.len,
+                    ..Default::default()
+                }
+                .into(),
+                Err(_) => not_controller(&RequestBody::AllocateProducerIds(r)),
+            },
+        }
+    }
+
+    /// DeleteTopics, by name (below v6) or by name or id.
+    async fn delete_topics(
+        &mut self,
+        r: strata_protocol::messages::delete_topics::DeleteTopicsRequest,
+        image: &Arc<MetadataImage>,
+        version: i16,
+    ) -> ResponseBody {
+        let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
+            r.topics.iter().map(|t| (t.name.clone(), t.topic_id)).collect()
+        } else {
+            r.topic_names.iter().map(|n| (Some(n.clone()), Uuid::ZERO)).collect()
+        };
+        let (records, responses) = self.state.delete_topics(image, &wanted);
+        let response = DeleteTopicsResponse { responses, ..Default::default() };
+        self.written(records, response.into(), RequestBody::DeleteTopics(r)).await
+    }
+
+    /// AlterConfigs: every resource's configs replaced.
+    async fn alter_configs(
+        &mut self,
+        r: strata_protocol::messages::alter_configs::AlterConfigsRequest,
+        image: &Arc<MetadataImage>,
+    ) -> ResponseBody {
+        let (records, outcomes) = self.state.alter_configs(image, &r.resources, r.validate_only);
+        let responses = r
+            .resources
+            .iter()
+            .zip(outcomes)
+            .map(|(res, o)| {
+                let (error_code, error_message) = split(o);
+                AlterConfigsResourceResponse {
+                    error_code,
+                    error_message,
+                    resource_type: res.resource_type,
+                    resource_name: res.resource_name.clone(),
+                }
+            })
+            .collect();
+        let response = AlterConfigsResponse { responses, ..Default::default() };
+        self.written(records, response.into(), RequestBody::AlterConfigs(r)).await
+    }
+
+    /// IncrementalAlterConfigs: set, delete, append or subtract per key.
+    async fn incremental_alter_configs(
+        &mut self,
+        r: incremental::IncrementalAlterConfigsRequest,
+        image: &Arc<MetadataImage>,
+    ) -> ResponseBody {
+        let (records, outcomes) = self.state.incremental_alter_configs(image, &r.resources, r.validate_only);
+        let responses = r
+            .resources
+            .iter()
+            .zip(outcomes)
+            .map(|(res, o)| {
+                let (error_code, error_message) = split(o);
+                incremental::AlterConfigsResourceResponse {
+                    error_code,
+                    error_message,
+                    resource_type: res.resource_type,
+                    resource_name: res.resource_name.clone(),
+                }
+            })
+            .collect();
+        let response = incremental::IncrementalAlterConfigsResponse { responses, ..Default::default() };
+        self.written(records, response.into(), RequestBody::IncrementalAlterConfigs(r)).await
+    }
+
+    /// ListPartitionReassignments: the reassignments in progress.
+    async fn list_reassignments(
+        &mut self,
+        r: strata_protocol::messages::list_partition_reassignments::ListPartitionReassignmentsRequest,
+        image: &Arc<MetadataImage>,
+    ) -> ResponseBody {
+        let wanted: Option<Vec<(String, Vec<i32>)>> = r
+            .topics
+            .as_ref()
+            .map(|ts| ts.iter().map(|t| (t.name.clone(), t.partition_indexes.clone())).collect());
+        let topics = self
+            .state
+            .list_reassignments(image, wanted.as_deref())
+            .into_iter()
+            .map(|(name, partitions)| OngoingTopicReassignment {
+                name,
+                partitions: partitions
+                    .into_iter()
+                    .map(|p| OngoingPartitionReassignment {
+                        partition_index: p.partition,
+                        replicas: p.replicas,
+                        adding_replicas: p.adding_replicas,
+                        removing_replicas: p.removing_replicas,
+                    })
+                    .collect(),
+            })
+            .collect();
+        ListPartitionReassignmentsResponse { error_message: None, topics, ..Default::default() }.into()
+    }
+
+    /// UnregisterBroker: fences the broker and removes its registration.
+    async fn unregister_broker(
+        &mut self,
+        r: strata_protocol::messages::unregister_broker::UnregisterBrokerRequest,
+        image: &Arc<MetadataImage>,
+    ) -> ResponseBody {
+        let Some(b) = image.broker(r.broker_id) else {
+            return UnregisterBrokerResponse {
+                error_code: ErrorCode::BrokerIdNotRegistered.code(),
+                error_message: Some(format!("broker {} is not registered", r.broker_id)),
+                ..Default::default()
+            }
+            .into();
+        };
+        let mut records = vec![MetadataRecord::FenceBroker { node_id: b.node_id, broker_epoch: b.epoch }];
+        records.push(MetadataRecord::UnregisterBroker { node_id: b.node_id, broker_epoch: b.epoch });
+        let response = UnregisterBrokerResponse { error_message: None, ..Default::default() };
+        self.written(records, response.into(), RequestBody::UnregisterBroker(r)).await
     }
 
     /// Writes `records` (if any) and answers `response`, or NOT_CONTROLLER if the write
