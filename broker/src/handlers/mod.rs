@@ -122,7 +122,8 @@ pub fn unsupported_version(header: &RequestHeader) -> Option<Vec<Chunk>> {
     Some(encode_response(header.correlation_id, 0, &body.into()))
 }
 
-/// Handles one decoded request of a client listener.
+/// Handles one decoded request of a client listener: the one table from API to handler
+/// (one arm per API, hence the length).
 pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestContext) -> Outcome {
     let Request { header, api, body } = request;
     let version = header.api_version;

@@ -21,7 +21,8 @@ use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 
 const NOT_CONTROLLER: i16 = ErrorCode::NotController as i16;
 
-/// The NOT_CONTROLLER answer to `body`.
+/// The NOT_CONTROLLER answer to `body`. One flat arm per controller API (each answer has its
+/// own shape), hence the length.
 pub fn not_controller(body: &RequestBody) -> ResponseBody {
     let message = || Some("this node is not the active controller".to_string());
     match body {
