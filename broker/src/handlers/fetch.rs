@@ -21,12 +21,13 @@
 //! the answer cut down to what changed (`crate::fetch_session`).
 
 use super::leader_discovery::{self, names_leader, node_endpoints};
-use crate::broker::Broker;
 use crate::errors::storage_error_code;
 use crate::fetch_session::SessionPlan;
 use crate::metadata::MetadataImage;
 use crate::node::unhosted_error;
+use crate::node::Node;
 use crate::replica::{Partition, ReadError, ReadUpper};
+use crate::replication::alter_isr::IsrChanges;
 use crate::replication::throttle;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,26 +54,27 @@ struct Fetcher {
 /// `listener` is the one the request came in on: a consumer is only sent to a replica
 /// it can reach there.
 pub async fn handle(
-    broker: &Arc<Broker>,
+    node: &Arc<Node>,
+    isr_changes: &IsrChanges,
     version: i16,
     request: FetchRequest,
     listener: &str,
 ) -> FetchResponse {
     let follower =
         if version >= 15 { request.replica_state.replica_id >= 0 } else { request.replica_id >= 0 };
-    let mut response = match broker.fetch_sessions.begin(version, &request, follower) {
-        SessionPlan::Sessionless => fetch(broker, version, request, listener).await,
+    let mut response = match node.fetch_sessions.begin(version, &request, follower) {
+        SessionPlan::Sessionless => fetch(node, isr_changes, version, request, listener).await,
         SessionPlan::Refuse(code) => {
             FetchResponse { error_code: code.code(), session_id: 0, ..Default::default() }
         }
         SessionPlan::Full { id } => {
-            let mut response = fetch(broker, version, request, listener).await;
-            broker.fetch_sessions.finish(id, version, &mut response, false);
+            let mut response = fetch(node, isr_changes, version, request, listener).await;
+            node.fetch_sessions.finish(id, version, &mut response, false);
             response
         }
         SessionPlan::Incremental { id, request } => {
-            let mut response = fetch(broker, version, request, listener).await;
-            broker.fetch_sessions.finish(id, version, &mut response, true);
+            let mut response = fetch(node, isr_changes, version, request, listener).await;
+            node.fetch_sessions.finish(id, version, &mut response, true);
             response
         }
     };
@@ -81,7 +83,7 @@ pub async fn handle(
         let leaders = response.responses.iter().flat_map(|t| &t.partitions);
         let leaders = leaders.filter(|pd| names_leader(pd.error_code)).map(|pd| pd.current_leader.leader_id);
         response.node_endpoints =
-            node_endpoints(&broker.metadata.current(), listener, leaders, |node_id, host, port, rack| {
+            node_endpoints(&node.metadata.current(), listener, leaders, |node_id, host, port, rack| {
                 NodeEndpoint { node_id, host, port, rack }
             });
     } else if version >= 12 {
@@ -96,33 +98,39 @@ pub async fn handle(
 }
 
 /// Answers `request` in full: every partition it names.
-async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest, listener: &str) -> FetchResponse {
+async fn fetch(
+    node: &Arc<Node>,
+    isr_changes: &IsrChanges,
+    version: i16,
+    request: FetchRequest,
+    listener: &str,
+) -> FetchResponse {
     let (replica_id, broker_epoch) = if version >= 15 {
         (request.replica_state.replica_id, request.replica_state.replica_epoch)
     } else {
         (request.replica_id, -1)
     };
     let fetcher = Fetcher { replica_id, broker_epoch, any_replica: replica_id < 0 && version >= 11 };
+    let reader = Reader { request: &request, fetcher, listener, isr_changes };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     // Woken only by appends and high watermark moves of the partitions this fetch reads.
     let waker = (request.max_wait_ms > 0).then(|| Arc::new(Notify::new()));
     let mut first = true;
     loop {
-        let (response, bytes, answer_now) =
-            read_all(broker, version, &request, fetcher, listener, waker.as_ref(), first);
+        let (response, bytes, answer_now) = read_all(node, version, reader, waker.as_ref(), first);
         first = false;
         let done = answer_now
             || bytes >= request.min_bytes.max(0) as usize
             || tokio::time::Instant::now() >= deadline;
         let Some(waker) = waker.as_ref().filter(|_| !done) else {
-            count(broker, version, &request, &response, fetcher);
+            count(node, version, &request, &response, fetcher);
             return response;
         };
         // Parked for fetch.min.bytes: Kafka counts a delayed fetch's wait as remote time.
         let woken = crate::metrics::remote_wait(tokio::time::timeout_at(deadline, waker.notified())).await;
         if woken.is_err() {
-            let response = read_all(broker, version, &request, fetcher, listener, None, false).0;
-            count(broker, version, &request, &response, fetcher);
+            let response = read_all(node, version, reader, None, false).0;
+            count(node, version, &request, &response, fetcher);
             return response;
         }
     }
@@ -131,8 +139,8 @@ async fn fetch(broker: &Arc<Broker>, version: i16, request: FetchRequest, listen
 /// Adds the answer's partitions to their topics' counters (bytes out, requests,
 /// failures), once per request: a parked fetch reads several times but answers once.
 /// Partitions not led here count nowhere (their topic has no counters on this broker).
-fn count(broker: &Broker, version: i16, request: &FetchRequest, response: &FetchResponse, fetcher: Fetcher) {
-    let image = broker.metadata.current();
+fn count(node: &Node, version: i16, request: &FetchRequest, response: &FetchResponse, fetcher: Fetcher) {
+    let image = node.metadata.current();
     let follower = fetcher.replica_id >= 0;
     for (asked, answered) in request.topics.iter().zip(&response.responses) {
         let name = if version >= 13 {
@@ -144,7 +152,7 @@ fn count(broker: &Broker, version: i16, request: &FetchRequest, response: &Fetch
             asked.topic.as_str()
         };
         for pd in &answered.partitions {
-            if let Some(p) = broker.replicas.get(name, pd.partition_index) {
+            if let Some(p) = node.replicas.get(name, pd.partition_index) {
                 let bytes = pd.records.as_ref().map_or(0, RecordSet::len);
                 p.metrics().fetched(bytes, follower, pd.error_code != 0);
             }
@@ -159,19 +167,18 @@ fn count(broker: &Broker, version: i16, request: &FetchRequest, response: &Fetch
 /// read, so an append between the read and the wait is not missed. A follower's
 /// position is recorded on the `first` pass only.
 fn read_all(
-    broker: &Arc<Broker>,
+    node: &Arc<Node>,
     version: i16,
-    request: &FetchRequest,
-    fetcher: Fetcher,
-    listener: &str,
+    reader: Reader<'_>,
     park: Option<&Arc<Notify>>,
     first: bool,
 ) -> (FetchResponse, usize, bool) {
+    let Reader { request, fetcher, .. } = reader;
     let mut remaining = if version >= 3 { request.max_bytes.max(0) as usize } else { usize::MAX };
     let mut total = 0usize;
     let mut answer_now = false;
     let mut responses = Vec::with_capacity(request.topics.len());
-    let image = broker.metadata.current();
+    let image = node.metadata.current();
     for topic in &request.topics {
         let name = if version >= 13 {
             image.topic_by_id(topic.topic_id).map(|t| t.name.clone())
@@ -191,16 +198,16 @@ fn read_all(
             match &name {
                 None => pd.error_code = ErrorCode::UnknownTopicId.code(),
                 Some(name) => {
-                    match broker.replicas.get(name, fp.partition).filter(|p| readable(p, fetcher)) {
+                    match node.replicas.get(name, fp.partition).filter(|p| readable(p, fetcher)) {
                         None => {
-                            let code = match broker.replicas.get(name, fp.partition) {
+                            let code = match node.replicas.get(name, fp.partition) {
                                 Some(_) => ErrorCode::NotLeaderOrFollower,
                                 None => unhosted_error(&image, name, fp.partition),
                             };
                             pd.error_code = code.code();
                             pd.current_leader = current_leader(&image, name, fp.partition);
                         }
-                        Some(_) if version < 10 && stores_zstd(broker, &image, name) => {
+                        Some(_) if version < 10 && stores_zstd(node, &image, name) => {
                             // KIP-110: a client that fetches below v10 cannot read zstd, so a
                             // topic whose batches are stored as zstd is refused to it (as Kafka).
                             pd.error_code = ErrorCode::UnsupportedCompressionType.code();
@@ -210,16 +217,7 @@ fn read_all(
                                 p.park(waker, fetcher.replica_id >= 0);
                             }
                             let limit = remaining.min(fp.partition_max_bytes.max(0) as usize);
-                            let read = read_partition(
-                                broker,
-                                &image,
-                                &p,
-                                fp,
-                                Reader { request, fetcher, listener },
-                                limit,
-                                total == 0,
-                                first,
-                            );
+                            let read = read_partition(node, &image, &p, fp, reader, limit, total == 0, first);
                             pd = PartitionData { partition_index: fp.partition, ..read };
                             let len = pd.records.as_ref().map_or(0, RecordSet::len);
                             remaining = remaining.saturating_sub(len);
@@ -254,13 +252,15 @@ struct Reader<'a> {
     request: &'a FetchRequest,
     fetcher: Fetcher,
     listener: &'a str,
+    /// Where a follower's fetch that lets it rejoin proposes the ISR change.
+    isr_changes: &'a IsrChanges,
 }
 
 /// Whether the topic's `compression.type` (its own or the broker's) is zstd.
-fn stores_zstd(broker: &Broker, image: &MetadataImage, topic: &str) -> bool {
+fn stores_zstd(node: &Node, image: &MetadataImage, topic: &str) -> bool {
     image
         .topic(topic)
-        .is_some_and(|t| broker.topic_defaults().resolve(&t.configs, "compression.type").0 == "zstd")
+        .is_some_and(|t| node.topic_defaults().resolve(&t.configs, "compression.type").0 == "zstd")
 }
 
 /// The leader the metadata names for a partition (tagged `CurrentLeader`, v12+), so a
@@ -274,7 +274,7 @@ fn current_leader(image: &MetadataImage, topic: &str, partition: i32) -> LeaderI
 /// from followers).
 #[allow(clippy::too_many_arguments)]
 fn read_partition(
-    broker: &Arc<Broker>,
+    node: &Arc<Node>,
     image: &MetadataImage,
     p: &Arc<Partition>,
     fp: &FetchPartition,
@@ -283,7 +283,7 @@ fn read_partition(
     min_one: bool,
     first: bool,
 ) -> PartitionData {
-    let Reader { request, fetcher, listener } = reader;
+    let Reader { request, fetcher, listener, isr_changes } = reader;
     // Read once, the last stable offset first: the high watermark read after it is at
     // least as high, and the data, the aborted transactions and the answer all use these.
     let last_stable_offset = p.last_stable_offset();
@@ -302,8 +302,7 @@ fn read_partition(
         return pd;
     }
     if fetcher.any_replica && !request.rack_id.is_empty() {
-        if let Some(id) =
-            preferred_read_replica(broker, image, p, fp.fetch_offset, &request.rack_id, listener)
+        if let Some(id) = preferred_read_replica(node, image, p, fp.fetch_offset, &request.rack_id, listener)
         {
             // Sent elsewhere: no data, the offsets as the leader knows them (Kafka).
             pd.preferred_read_replica = id;
@@ -332,11 +331,11 @@ fn read_partition(
             &p.topic,
             p.index,
             throttle::LEADER_REPLICAS,
-            broker.config.node_id,
+            node.config.node_id,
             fetcher.replica_id,
         );
     let bound = upper.bound(high_watermark, last_stable_offset);
-    let read = if throttled && broker.leader_quota.exceeded() {
+    let read = if throttled && node.leader_quota.exceeded() {
         Ok(RecordSet::new())
     } else {
         p.read_for_fetch(fp.fetch_offset, limit, min_one, bound)
@@ -349,7 +348,7 @@ fn read_partition(
                 pd.aborted_transactions = aborted(p, fp.fetch_offset, bound, !data.is_empty());
             }
             if throttled {
-                broker.leader_quota.record(data.len());
+                node.leader_quota.record(data.len());
             }
             pd.records = Some(data);
         }
@@ -377,7 +376,7 @@ fn read_partition(
             eligible,
         );
         if let Some(proposal) = proposal {
-            broker.isr_changes.submit(p.clone(), proposal);
+            isr_changes.submit(p.clone(), proposal);
         }
         pd.high_watermark = p.high_watermark();
     }
@@ -388,7 +387,7 @@ fn read_partition(
 /// and `replica.selector.class` says so; only followers alive and reachable on the
 /// consumer's `listener` are offered.
 fn preferred_read_replica(
-    broker: &Broker,
+    node: &Node,
     image: &MetadataImage,
     p: &Partition,
     fetch_offset: i64,
@@ -396,14 +395,14 @@ fn preferred_read_replica(
     listener: &str,
 ) -> Option<i32> {
     use crate::replication::read_replica::{select, ReplicaSelector, ReplicaView};
-    let selector = broker.config.cluster.replica_selector;
+    let selector = node.config.cluster.replica_selector;
     if selector == ReplicaSelector::Leader || !p.is_leader() {
         return None;
     }
     let rack_of = |id: i32| image.broker(id).and_then(|b| b.rack.as_deref());
     let leader = ReplicaView {
-        id: broker.config.node_id,
-        rack: broker.config.rack.as_deref(),
+        id: node.config.node_id,
+        rack: node.config.rack.as_deref(),
         log_end_offset: p.log.log_end_offset(),
         last_caught_up_ms: crate::clock::now_ms(),
     };

@@ -143,18 +143,22 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
     let response: ResponseBody = match body {
         RequestBody::ApiVersions(r) => api_versions::handle(SERVED, version, r).into(),
         RequestBody::Metadata(r) => metadata::handle(broker, version, r, ctx).await.into(),
-        RequestBody::Produce(r) => match produce::handle(broker, version, r, &ctx.listener).await {
-            produce::Reply::Respond(resp) => resp.into(),
-            produce::Reply::Later(wait) => {
-                let correlation_id = header.correlation_id;
-                return Outcome::Later(Box::pin(async move {
-                    encode_response(correlation_id, version, &wait.await.into())
-                }));
+        RequestBody::Produce(r) => {
+            match produce::handle(broker.node(), &broker.transactions, version, r, &ctx.listener).await {
+                produce::Reply::Respond(resp) => resp.into(),
+                produce::Reply::Later(wait) => {
+                    let correlation_id = header.correlation_id;
+                    return Outcome::Later(Box::pin(async move {
+                        encode_response(correlation_id, version, &wait.await.into())
+                    }));
+                }
+                produce::Reply::Nothing => return Outcome::NoResponse,
+                produce::Reply::Close => return Outcome::Close,
             }
-            produce::Reply::Nothing => return Outcome::NoResponse,
-            produce::Reply::Close => return Outcome::Close,
-        },
-        RequestBody::Fetch(r) => fetch::handle(broker, version, r, &ctx.listener).await.into(),
+        }
+        RequestBody::Fetch(r) => {
+            fetch::handle(broker.node(), &broker.isr_changes, version, r, &ctx.listener).await.into()
+        }
         RequestBody::ListOffsets(r) => list_offsets::handle(broker, version, r).into(),
         RequestBody::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, r).into(),
         RequestBody::CreateTopics(r) => create_topics::handle(broker.node(), version, r).await.into(),

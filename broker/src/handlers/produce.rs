@@ -17,11 +17,12 @@
 //! [`super::leader_discovery`]), so the producer moves there without a Metadata round.
 
 use super::leader_discovery::{current_leader, names_leader, node_endpoints};
-use crate::broker::Broker;
 use crate::clock::now_ms;
+use crate::coordinator::txn::service::TxnService;
 use crate::coordinator::txn::{produce_verification_refusal, verification_error_for_client, TopicPartition};
 use crate::errors::append_error_code;
 use crate::metadata::MetadataImage;
+use crate::node::Node;
 use std::collections::HashMap;
 use std::sync::Arc;
 use strata_protocol::messages::produce::{
@@ -48,7 +49,8 @@ pub enum Reply {
 
 /// Handles a Produce request that came in on `listener`.
 pub async fn handle(
-    broker: &Arc<Broker>,
+    node: &Arc<Node>,
+    transactions: &TxnService,
     version: i16,
     request: ProduceRequest,
     listener: &Arc<str>,
@@ -63,7 +65,7 @@ pub async fn handle(
     };
     let refused = match (&refuse, request.transactional_id.as_deref()) {
         (None, Some(txn_id)) if !txn_id.is_empty() => {
-            verify_transactional(broker, version, txn_id, &request).await
+            verify_transactional(transactions, version, txn_id, &request).await
         }
         _ => HashMap::new(),
     };
@@ -73,7 +75,7 @@ pub async fn handle(
     let mut any_error = false;
     let mut delayed: Vec<(usize, usize, Delayed)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
-    let image = broker.metadata.current();
+    let image = node.metadata.current();
     for topic in request.topic_data {
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
         let meta = image.topic(&topic.name).cloned();
@@ -83,7 +85,7 @@ pub async fn handle(
                 (Some((code, message)), _) => Err((code, Some(message.to_string()))),
                 (None, Some((code, message))) => Err((*code, Some(message.clone()))),
                 (None, None) => append(
-                    broker,
+                    node,
                     version,
                     meta.as_deref(),
                     &topic.name,
@@ -119,7 +121,7 @@ pub async fn handle(
     if delayed.is_empty() {
         return Reply::Respond(answer(&image, version, listener, responses));
     }
-    let (broker, listener) = (broker.clone(), listener.clone());
+    let (node, listener) = (node.clone(), listener.clone());
     Reply::Later(Box::pin(async move {
         for (t, p, wait) in delayed {
             if let Err((code, message)) = wait.complete(deadline).await {
@@ -131,7 +133,7 @@ pub async fn handle(
                 }
             }
         }
-        answer(&broker.metadata.current(), version, &listener, responses)
+        answer(&node.metadata.current(), version, &listener, responses)
     }))
 }
 
@@ -276,7 +278,7 @@ fn check_isr_after(p: &crate::replica::Partition, min_isr: usize) -> Result<(), 
 /// coordinator has added to the producer's ongoing transaction, so a late request of an
 /// earlier transaction cannot land in a later one. Returns the partitions to refuse.
 async fn verify_transactional(
-    broker: &Arc<Broker>,
+    transactions: &TxnService,
     version: i16,
     transactional_id: &str,
     request: &ProduceRequest,
@@ -308,10 +310,8 @@ async fn verify_transactional(
     let Some((producer_id, producer_epoch)) = producer else {
         return refused;
     };
-    let results = broker
-        .transactions
-        .verify(transactional_id.to_string(), producer_id, producer_epoch, partitions)
-        .await;
+    let results =
+        transactions.verify(transactional_id.to_string(), producer_id, producer_epoch, partitions).await;
     for (tp, code) in results {
         if code != ErrorCode::None {
             let code = verification_error_for_client(code, version > 10);
@@ -323,7 +323,7 @@ async fn verify_transactional(
 
 #[allow(clippy::too_many_arguments)]
 fn append(
-    broker: &Broker,
+    node: &Node,
     version: i16,
     meta: Option<&crate::metadata::TopicImage>,
     topic: &str,
@@ -336,10 +336,9 @@ fn append(
     let Some(meta) = meta else {
         return Err((ErrorCode::UnknownTopicOrPartition, None));
     };
-    let partition = broker.leader_partition(topic, index).map_err(|code| (code, None))?;
+    let partition = node.leader_partition(topic, index).map_err(|code| (code, None))?;
     let bytes = records.as_ref().map_or(0, bytes::Bytes::len);
-    let result =
-        append_to(broker, version, meta, &partition, topic, index, records, acks, now, record_errors);
+    let result = append_to(node, version, meta, &partition, topic, index, records, acks, now, record_errors);
     match &result {
         Ok(a) => partition.metrics().produced(bytes, a.records),
         Err(_) => partition.metrics().produce_failed(),
@@ -350,7 +349,7 @@ fn append(
 /// Appends to a partition this broker leads (see [`append`]).
 #[allow(clippy::too_many_arguments)]
 fn append_to(
-    broker: &Broker,
+    node: &Node,
     version: i16,
     meta: &crate::metadata::TopicImage,
     partition: &Arc<crate::replica::Partition>,
@@ -379,16 +378,16 @@ fn append_to(
             )),
         ));
     }
-    let (policy, _) = broker.topic_defaults().resolve(&meta.configs, "cleanup.policy");
+    let (policy, _) = node.topic_defaults().resolve(&meta.configs, "cleanup.policy");
     if policy.split(',').any(|p| p.trim() == "compact") {
-        *record_errors = records_without_key(&records, topic, index, broker.config.message_max_bytes);
+        *record_errors = records_without_key(&records, topic, index, node.config.message_max_bytes);
         if !record_errors.is_empty() {
             return Err((ErrorCode::InvalidRecord, Some(record_errors_summary(record_errors))));
         }
     }
     let mut min_isr = 1;
     if acks == -1 {
-        let (value, _) = broker.topic_defaults().resolve(&meta.configs, "min.insync.replicas");
+        let (value, _) = node.topic_defaults().resolve(&meta.configs, "min.insync.replicas");
         min_isr = value.parse().unwrap_or(1);
         let isr_size = partition.isr_size();
         if isr_size < min_isr {
