@@ -143,20 +143,11 @@ impl Task {
         image: &Arc<MetadataImage>,
     ) -> ResponseBody {
         let (records, outcomes) = self.state.alter_configs(image, &r.resources, r.validate_only);
-        let responses = r
-            .resources
-            .iter()
-            .zip(outcomes)
-            .map(|(res, o)| {
-                let (error_code, error_message) = split(o);
-                AlterConfigsResourceResponse {
-                    error_code,
-                    error_message,
-                    resource_type: res.resource_type,
-                    resource_name: res.resource_name.clone(),
-                }
-            })
-            .collect();
+        let resources = r.resources.iter().map(|res| (res.resource_type, &res.resource_name));
+        let responses =
+            per_resource(resources, outcomes, |error_code, error_message, resource_type, resource_name| {
+                AlterConfigsResourceResponse { error_code, error_message, resource_type, resource_name }
+            });
         let response = AlterConfigsResponse { responses, ..Default::default() };
         self.written(records, response.into(), RequestBody::AlterConfigs(r)).await
     }
@@ -168,20 +159,16 @@ impl Task {
         image: &Arc<MetadataImage>,
     ) -> ResponseBody {
         let (records, outcomes) = self.state.incremental_alter_configs(image, &r.resources, r.validate_only);
-        let responses = r
-            .resources
-            .iter()
-            .zip(outcomes)
-            .map(|(res, o)| {
-                let (error_code, error_message) = split(o);
+        let resources = r.resources.iter().map(|res| (res.resource_type, &res.resource_name));
+        let responses =
+            per_resource(resources, outcomes, |error_code, error_message, resource_type, resource_name| {
                 incremental::AlterConfigsResourceResponse {
                     error_code,
                     error_message,
-                    resource_type: res.resource_type,
-                    resource_name: res.resource_name.clone(),
+                    resource_type,
+                    resource_name,
                 }
-            })
-            .collect();
+            });
         let response = incremental::IncrementalAlterConfigsResponse { responses, ..Default::default() };
         self.written(records, response.into(), RequestBody::IncrementalAlterConfigs(r)).await
     }
@@ -456,4 +443,21 @@ fn split(outcome: Result<(), (ErrorCode, String)>) -> (i16, Option<String>) {
         Ok(()) => (0, None),
         Err((code, message)) => (code.code(), Some(message)),
     }
+}
+
+/// One answer per config resource, in request order: `answer(error code, message, resource
+/// type, resource name)` for each resource and its outcome (AlterConfigs and
+/// IncrementalAlterConfigs answer alike in types of their own).
+fn per_resource<'a, T>(
+    resources: impl Iterator<Item = (i8, &'a String)>,
+    outcomes: Vec<Result<(), (ErrorCode, String)>>,
+    answer: impl Fn(i16, Option<String>, i8, String) -> T,
+) -> Vec<T> {
+    resources
+        .zip(outcomes)
+        .map(|((resource_type, name), outcome)| {
+            let (error_code, error_message) = split(outcome);
+            answer(error_code, error_message, resource_type, name.clone())
+        })
+        .collect()
 }
