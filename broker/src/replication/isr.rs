@@ -145,13 +145,19 @@ impl LeaderIsr {
     /// high watermark forward with it.
     pub fn high_watermark(&self, leader_leo: i64) -> i64 {
         let mut hw = leader_leo;
+        let mut unknown = false;
         for r in self.maximal_isr() {
             if r == self.leader {
                 continue;
             }
             let leo = self.followers.get(&r).map_or(-1, |f| f.log_end_offset);
+            unknown |= leo < 0;
             hw = hw.min(leo);
         }
+        // The rules above: no member of the maximal ISR lacks what the high watermark
+        // covers, and one not heard from holds it where it is (-1: no move).
+        debug_assert!(hw <= leader_leo, "high watermark {hw} past the leader's log end {leader_leo}");
+        debug_assert!(!unknown || hw < 0, "a member not heard from must hold the high watermark");
         hw
     }
 
@@ -219,6 +225,10 @@ impl LeaderIsr {
         if joining.is_empty() {
             return None;
         }
+        // A follower rejoins only holding everything this leader may have acknowledged.
+        debug_assert!(joining
+            .iter()
+            .all(|r| self.followers[r].log_end_offset >= high_watermark.max(self.epoch_start_offset)));
         let mut isr = self.isr.clone();
         isr.extend(joining);
         Some(isr)
@@ -241,7 +251,12 @@ impl LeaderIsr {
         if out_of_sync.is_empty() {
             return None;
         }
-        Some(self.isr.iter().copied().filter(|r| !out_of_sync.contains(r)).collect())
+        let isr: Vec<i32> = self.isr.iter().copied().filter(|r| !out_of_sync.contains(r)).collect();
+        debug_assert!(
+            !self.isr.contains(&self.leader) || isr.contains(&self.leader),
+            "the leader never shrinks itself out of its ISR"
+        );
+        Some(isr)
     }
 
     /// The committed state from the controller (AlterPartition answer or a metadata
