@@ -4,11 +4,12 @@
 //! lookup; a partition without a leader answers COORDINATOR_NOT_AVAILABLE so the client
 //! retries. Batched keys from v4 (KIP-699).
 
-use crate::broker::Broker;
+use crate::coordinator::group::service::GroupService;
 use crate::coordinator::internal_topics::CONSUMER_OFFSETS;
 use crate::coordinator::internal_topics::TRANSACTION_STATE;
+use crate::coordinator::txn::service::TxnService;
 use crate::handlers::context::RequestContext;
-use std::sync::Arc;
+use crate::node::Node;
 use strata_protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
 };
@@ -19,25 +20,27 @@ const TRANSACTION: i8 = 1;
 
 /// Handles FindCoordinator.
 pub async fn handle(
-    broker: &Arc<Broker>,
+    node: &Node,
+    groups: &GroupService,
+    transactions: &TxnService,
     version: i16,
     request: FindCoordinatorRequest,
     ctx: &RequestContext,
 ) -> FindCoordinatorResponse {
     let keys = if version >= 4 { request.coordinator_keys.clone() } else { vec![request.key.clone()] };
     let ensured = match request.key_type {
-        GROUP => broker.groups.ensure_topic().await,
-        TRANSACTION => broker.transactions.ensure_topic().await,
+        GROUP => groups.ensure_topic().await,
+        TRANSACTION => transactions.ensure_topic().await,
         _ => Err(ErrorCode::InvalidRequest),
     };
-    let image = broker.metadata.current();
+    let image = node.metadata.current();
     let coordinators: Vec<Coordinator> = keys
         .into_iter()
         .map(|key| {
             let found = ensured.and_then(|()| {
                 let (topic, partition) = match request.key_type {
-                    GROUP => (CONSUMER_OFFSETS, broker.groups.partition_for(&key)),
-                    _ => (TRANSACTION_STATE, broker.transactions.partition_for(&key)),
+                    GROUP => (CONSUMER_OFFSETS, groups.partition_for(&key)),
+                    _ => (TRANSACTION_STATE, transactions.partition_for(&key)),
                 };
                 let leader = image.partition(topic, partition).map_or(-1, |p| p.leader);
                 let endpoint = image

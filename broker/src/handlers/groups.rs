@@ -5,12 +5,13 @@
 //! machine; JoinGroup and SyncGroup answers arrive when the rebalance allows. A
 //! TxnOffsetCommit is first verified with the transaction coordinator (KIP-890 part 1).
 
-use crate::broker::Broker;
+use crate::coordinator::group::service::GroupService;
 use crate::coordinator::group::service::{next_token, GroupRequest};
 use crate::coordinator::group::RequestMeta;
+use crate::coordinator::txn::service::TxnService;
 use crate::coordinator::txn::verification_error_for_client;
+use crate::node::Node;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use strata_protocol::messages::offset_commit::{
     OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -22,7 +23,9 @@ use strata_protocol::{ErrorCode, RequestBody, RequestHeader, ResponseBody};
 
 /// Forwards a group request; `None` if the coordinator task is gone (shutdown).
 pub async fn handle(
-    broker: &Arc<Broker>,
+    node: &Node,
+    groups: &GroupService,
+    transactions: &TxnService,
     header: &RequestHeader,
     peer: SocketAddr,
     body: RequestBody,
@@ -30,10 +33,10 @@ pub async fn handle(
     // Clients that skip FindCoordinator still get a coordinator: create the topic on the
     // first group request, as FindCoordinator would (the answer may then still be
     // NOT_COORDINATOR if another broker leads the group's partition).
-    if let Err(code) = broker.groups.ensure_topic().await {
+    if let Err(code) = groups.ensure_topic().await {
         tracing::debug!(error = code.name(), "__consumer_offsets not available yet");
     }
-    let (body, unknown) = split_unknown_topics(broker, body);
+    let (body, unknown) = split_unknown_topics(node, body);
     if let Some(answer) = unknown.answer_alone(&body) {
         return Some(answer);
     }
@@ -49,7 +52,7 @@ pub async fn handle(
         RequestBody::DeleteGroups(r) => GroupRequest::DeleteGroups(r),
         RequestBody::OffsetDelete(r) => GroupRequest::OffsetDelete(r),
         RequestBody::TxnOffsetCommit(r) => {
-            match verify_txn_offset_commit(broker, header.api_version, &r).await {
+            match verify_txn_offset_commit(transactions, header.api_version, &r).await {
                 Some(refused) => return Some(unknown.merge_into(refused.into())),
                 None => GroupRequest::TxnCommit(r),
             }
@@ -64,7 +67,7 @@ pub async fn handle(
     };
     // A join or sync waits for the other members (Kafka's delayed join is remote time).
     let waits_for_members = matches!(request, GroupRequest::Join(_) | GroupRequest::Sync(_));
-    let call = broker.groups.call(meta, request);
+    let call = groups.call(meta, request);
     let response = if waits_for_members { crate::metrics::remote_wait(call).await } else { call.await }?;
     Some(unknown.merge_into(response))
 }
@@ -78,8 +81,8 @@ enum UnknownTopics {
     TxnCommit(Vec<TxnOffsetCommitResponseTopic>),
 }
 
-fn split_unknown_topics(broker: &Broker, body: RequestBody) -> (RequestBody, UnknownTopics) {
-    let image = broker.metadata.current();
+fn split_unknown_topics(node: &Node, body: RequestBody) -> (RequestBody, UnknownTopics) {
+    let image = node.metadata.current();
     let unknown = ErrorCode::UnknownTopicOrPartition.code();
     match body {
         RequestBody::OffsetCommit(mut r) if r.topics.iter().any(|t| image.topic(&t.name).is_none()) => {
@@ -163,15 +166,14 @@ impl UnknownTopics {
 /// one). Returns the refusal, every partition carrying the error; `None` to go on. An
 /// empty group id is left to the group coordinator (INVALID_GROUP_ID comes first).
 async fn verify_txn_offset_commit(
-    broker: &Arc<Broker>,
+    transactions: &TxnService,
     version: i16,
     request: &TxnOffsetCommitRequest,
 ) -> Option<TxnOffsetCommitResponse> {
     if request.group_id.is_empty() {
         return None;
     }
-    let code = broker
-        .transactions
+    let code = transactions
         .verify_offsets(
             request.transactional_id.clone(),
             request.producer_id,

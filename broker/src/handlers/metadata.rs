@@ -4,11 +4,13 @@
 //! `auto.create.topics.enable` and the request allow it (Kafka auto-creates on
 //! Metadata, not on Produce).
 
-use crate::broker::Broker;
+use crate::coordinator::group::service::GroupService;
 use crate::coordinator::internal_topics::CONSUMER_OFFSETS;
 use crate::coordinator::internal_topics::TRANSACTION_STATE;
+use crate::coordinator::txn::service::TxnService;
 use crate::handlers::context::RequestContext;
 use crate::metadata::{MetadataImage, TopicImage};
+use crate::node::Node;
 use crate::topics::validate_topic_name;
 use std::sync::Arc;
 use strata_protocol::messages::metadata::{
@@ -19,7 +21,9 @@ use strata_protocol::ErrorCode;
 
 /// Answers Metadata.
 pub async fn handle(
-    broker: &Arc<Broker>,
+    node: &Arc<Node>,
+    groups: &GroupService,
+    transactions: &TxnService,
     version: i16,
     request: MetadataRequest,
     ctx: &RequestContext,
@@ -31,8 +35,8 @@ pub async fn handle(
         Some(t) => Some(t),
     };
     let allow_auto_create =
-        (version < 4 || request.allow_auto_topic_creation) && broker.config.auto_create_topics_enable;
-    let mut image = broker.metadata.current();
+        (version < 4 || request.allow_auto_topic_creation) && node.config.auto_create_topics_enable;
+    let mut image = node.metadata.current();
     let mut failed: Vec<(String, ErrorCode)> = Vec::new();
     if let (Some(topics), true) = (&requested, allow_auto_create) {
         let missing: Vec<String> = topics
@@ -49,25 +53,25 @@ pub async fn handle(
             missing.into_iter().partition(|n| n == CONSUMER_OFFSETS || n == TRANSACTION_STATE);
         for name in &internal {
             let created = if name == CONSUMER_OFFSETS {
-                broker.groups.ensure_topic().await
+                groups.ensure_topic().await
             } else {
-                broker.transactions.ensure_topic().await
+                transactions.ensure_topic().await
             };
             if let Err(code) = created {
                 failed.push((name.clone(), code));
             }
         }
         if !missing.is_empty() {
-            failed.extend(crate::handlers::forward::auto_create(broker.node(), &missing).await);
+            failed.extend(crate::handlers::forward::auto_create(node, &missing).await);
         }
         if !missing.is_empty() || !internal.is_empty() {
-            image = broker.metadata.current();
+            image = node.metadata.current();
         }
     }
     let mut response = MetadataResponse {
         brokers: brokers(&image, &ctx.listener),
-        cluster_id: Some(broker.cluster_id()),
-        controller_id: controller_id(&image, broker.config.node_id),
+        cluster_id: Some(node.cluster_id()),
+        controller_id: controller_id(&image, node.config.node_id),
         ..Default::default()
     };
     match requested {

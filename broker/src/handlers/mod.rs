@@ -142,7 +142,11 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
     }
     let response: ResponseBody = match body {
         RequestBody::ApiVersions(r) => api_versions::handle(SERVED, version, r).into(),
-        RequestBody::Metadata(r) => metadata::handle(broker, version, r, ctx).await.into(),
+        RequestBody::Metadata(r) => {
+            metadata::handle(broker.node(), &broker.groups, &broker.transactions, version, r, ctx)
+                .await
+                .into()
+        }
         RequestBody::Produce(r) => {
             match produce::handle(broker.node(), &broker.transactions, version, r, &ctx.listener).await {
                 produce::Reply::Respond(resp) => resp.into(),
@@ -182,13 +186,21 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
         | RequestBody::AddOffsetsToTxn(_)
         | RequestBody::EndTxn(_)
         | RequestBody::DescribeTransactions(_)
-        | RequestBody::ListTransactions(_)) => match transactions::coordinator(broker, version, body).await {
-            Some(response) => response,
-            None => return Outcome::Close,
-        },
-        RequestBody::WriteTxnMarkers(r) => transactions::write_txn_markers(broker, r).await.into(),
+        | RequestBody::ListTransactions(_)) => {
+            match transactions::coordinator(&broker.transactions, version, body).await {
+                Some(response) => response,
+                None => return Outcome::Close,
+            }
+        }
+        RequestBody::WriteTxnMarkers(r) => {
+            transactions::write_txn_markers(broker.node(), &broker.groups, r).await.into()
+        }
         RequestBody::DescribeProducers(r) => transactions::describe_producers(broker, r).into(),
-        RequestBody::FindCoordinator(r) => find_coordinator::handle(broker, version, r, ctx).await.into(),
+        RequestBody::FindCoordinator(r) => {
+            find_coordinator::handle(broker, &broker.groups, &broker.transactions, version, r, ctx)
+                .await
+                .into()
+        }
         body @ (RequestBody::JoinGroup(_)
         | RequestBody::SyncGroup(_)
         | RequestBody::Heartbeat(_)
@@ -199,10 +211,13 @@ pub async fn dispatch(broker: &Arc<Broker>, request: Request, ctx: &RequestConte
         | RequestBody::ListGroups(_)
         | RequestBody::DeleteGroups(_)
         | RequestBody::OffsetDelete(_)
-        | RequestBody::TxnOffsetCommit(_)) => match groups::handle(broker, &header, ctx.peer, body).await {
-            Some(response) => response,
-            None => return Outcome::Close,
-        },
+        | RequestBody::TxnOffsetCommit(_)) => {
+            match groups::handle(broker, &broker.groups, &broker.transactions, &header, ctx.peer, body).await
+            {
+                Some(response) => response,
+                None => return Outcome::Close,
+            }
+        }
         other => {
             tracing::info!(peer = %ctx.peer, api = other.api_key().name(), "closing connection: API not served");
             return Outcome::Close;

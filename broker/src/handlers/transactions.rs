@@ -4,10 +4,12 @@
 //! ([`crate::coordinator::txn::service`]); WriteTxnMarkers (27) appends the markers on the partitions
 //! this broker leads; DescribeProducers (61) reads each led partition's producer state.
 
-use crate::broker::Broker;
+use crate::coordinator::group::service::GroupService;
 use crate::coordinator::txn::markers::{write_replicated, MarkerWrite};
+use crate::coordinator::txn::service::TxnService;
 use crate::coordinator::txn::service::{next_token, TxnRequest};
 use crate::coordinator::txn::RequestMeta;
+use crate::node::Node;
 use std::sync::Arc;
 use strata_protocol::messages::describe_producers::{
     DescribeProducersRequest, DescribeProducersResponse, PartitionResponse, ProducerState, TopicResponse,
@@ -23,7 +25,7 @@ use strata_protocol::{ErrorCode, RequestBody, ResponseBody};
 const MARKER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Forwards a transaction request to the coordinator; `None` at shutdown.
-pub async fn coordinator(broker: &Arc<Broker>, version: i16, body: RequestBody) -> Option<ResponseBody> {
+pub async fn coordinator(transactions: &TxnService, version: i16, body: RequestBody) -> Option<ResponseBody> {
     let request = match body {
         RequestBody::InitProducerId(r) => TxnRequest::InitProducerId(r),
         RequestBody::AddPartitionsToTxn(r) => TxnRequest::AddPartitions(r),
@@ -34,17 +36,18 @@ pub async fn coordinator(broker: &Arc<Broker>, version: i16, body: RequestBody) 
         _ => return None,
     };
     // As for groups: a client that skips FindCoordinator still gets a coordinator.
-    if let Err(code) = broker.transactions.ensure_topic().await {
+    if let Err(code) = transactions.ensure_topic().await {
         tracing::debug!(error = code.name(), "__transaction_state not available yet");
     }
     let meta = RequestMeta { token: next_token(), api_version: version };
-    broker.transactions.call(meta, request).await
+    transactions.call(meta, request).await
 }
 
 /// Handles WriteTxnMarkers: one control batch per listed partition, each answered once
 /// replicated (or why not).
 pub async fn write_txn_markers(
-    broker: &Arc<Broker>,
+    node: &Arc<Node>,
+    groups: &GroupService,
     request: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
     let mut markers = Vec::with_capacity(request.markers.len());
@@ -58,11 +61,10 @@ pub async fn write_txn_markers(
         let mut tasks = tokio::task::JoinSet::new();
         for t in &m.topics {
             for &index in &t.partition_indexes {
-                let (broker, write, topic) = (broker.clone(), write.clone(), t.name.clone());
+                let (node, groups, write, topic) =
+                    (node.clone(), groups.clone(), write.clone(), t.name.clone());
                 tasks.spawn(async move {
-                    let code =
-                        write_replicated(&broker, &broker.groups, &topic, index, &write, MARKER_TIMEOUT)
-                            .await;
+                    let code = write_replicated(&node, &groups, &topic, index, &write, MARKER_TIMEOUT).await;
                     (topic, index, code)
                 });
             }
@@ -97,7 +99,7 @@ pub async fn write_txn_markers(
 }
 
 /// Handles DescribeProducers from each partition's producer state.
-pub fn describe_producers(broker: &Broker, request: DescribeProducersRequest) -> DescribeProducersResponse {
+pub fn describe_producers(node: &Node, request: DescribeProducersRequest) -> DescribeProducersResponse {
     let topics = request
         .topics
         .into_iter()
@@ -105,7 +107,7 @@ pub fn describe_producers(broker: &Broker, request: DescribeProducersRequest) ->
             let partitions = t
                 .partition_indexes
                 .iter()
-                .map(|&index| match broker.leader_partition(&t.name, index) {
+                .map(|&index| match node.leader_partition(&t.name, index) {
                     Err(code) => PartitionResponse {
                         partition_index: index,
                         error_code: code.code(),
