@@ -404,7 +404,11 @@ impl TxnService {
         producer_epoch: i16,
         group_id: &str,
     ) -> ErrorCode {
-        let offsets_partitions = txn_config(&self.node).offsets_topic_num_partitions;
+        // The group's partition as the group coordinator hashes it: over the topic's count.
+        let image = self.node.metadata.current();
+        let configured = self.node.config.coordinators.txn.offsets_topic_num_partitions;
+        let offsets_partitions =
+            image.topic(CONSUMER_OFFSETS).map_or(configured, |t| t.partitions.len() as i32);
         let partition = crate::coordinator::group::partition_for_group(group_id, offsets_partitions);
         let tp = TopicPartition::new(CONSUMER_OFFSETS, partition);
         let results = self.verify(transactional_id, producer_id, producer_epoch, vec![tp]).await;
